@@ -1,0 +1,402 @@
+//! Resolution of parsed properties into clusters and flows, with MM2's key scopes:
+//! `A->B.<key>` over top-level `<key>` for flow settings, and
+//! `<alias>.<role>.<key>` over `<alias>.<key>` over top-level `<key>` for client settings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::client::{is_common_client_key, ClientRole, ClientSettings, Setting};
+use super::properties::Property;
+use super::{ClusterAlias, ClusterConfig, Config, ConfigError, FlowConfig};
+
+/// MM2's `DefaultTopicFilter` default for `topics.exclude`.
+pub const DEFAULT_TOPICS_EXCLUDE: &str = r".*[\-\.]internal, .*\.replica, __.*";
+
+/// The keys strait acts on at flow level (after `A->B.`) or top level.
+const FLOW_KEYS: &[&str] = &[
+    "enabled",
+    "topics",
+    "topics.exclude",
+    "topics.blacklist",
+    "replication.factor",
+    "replication.policy.separator",
+    "replication.policy.class",
+    "refresh.topics.enabled",
+    "refresh.topics.interval.seconds",
+    "offset.flush.interval.ms",
+    "offset.storage.replication.factor",
+    "strait.batch.max.records",
+    "strait.batch.max.bytes",
+    "strait.channel.capacity",
+];
+
+/// Which built-in replication policy names remote topics (`replication.policy.class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// MM2's `DefaultReplicationPolicy`: `<source alias><separator><topic>`.
+    Default,
+    /// MM2's `IdentityReplicationPolicy`: the remote topic keeps its name.
+    Identity,
+}
+
+/// `topics` and `topics.exclude` as MM2's `DefaultTopicFilter` applies them: each a
+/// comma-separated list of regexes joined with `|`, matched against the whole topic name.
+#[derive(Debug, Clone)]
+pub struct TopicFilter {
+    include: Regex,
+    exclude: Regex,
+}
+
+impl TopicFilter {
+    /// Builds a filter from the two lists as written in the config.
+    ///
+    /// ```
+    /// let f = strait_core::config::TopicFilter::new("orders, pay.*", "").unwrap();
+    /// assert!(f.matches("orders") && f.matches("payments") && !f.matches("orders2"));
+    /// ```
+    pub fn new(include: &str, exclude: &str) -> Result<Self, regex::Error> {
+        Ok(Self { include: whole_name_regex(include)?, exclude: whole_name_regex(exclude)? })
+    }
+
+    /// Whether `topic` is listed and not excluded.
+    pub fn matches(&self, topic: &str) -> bool {
+        self.include.is_match(topic) && !self.exclude.is_match(topic)
+    }
+}
+
+fn whole_name_regex(list: &str) -> Result<Regex, regex::Error> {
+    let parts: Vec<&str> = list.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    if parts.is_empty() {
+        // An empty list matches nothing, as Java's Pattern of "" matches only the empty name.
+        return Regex::new("^$");
+    }
+    Regex::new(&format!("^(?:{})$", parts.join("|")))
+}
+
+/// Known MM2 keys that strait reads but does not act on yet; each draws one warning.
+fn is_known_mm2_key(key: &str) -> bool {
+    key.starts_with("emit.")
+        || key.starts_with("sync.")
+        || key.starts_with("groups")
+        || key.starts_with("checkpoints.")
+        || key.starts_with("heartbeats.")
+        || key.starts_with("offset-syncs.")
+        || key.starts_with("config.properties.")
+        || key.starts_with("topic.filter.")
+        || key.starts_with("group.filter.")
+        || key.starts_with("dedicated.mode.")
+        || key.starts_with("replication.policy.")
+        || key.starts_with("refresh.groups.")
+        || matches!(key, "tasks.max" | "offset.lag.max" | "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
+}
+
+struct Scopes {
+    top: BTreeMap<String, Property>,
+    cluster: BTreeMap<(String, String), Property>,
+    flow: BTreeMap<(String, String, String), Property>,
+}
+
+pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
+    let clusters_prop = props
+        .iter()
+        .find(|p| p.key == "clusters")
+        .ok_or_else(|| ConfigError::Missing("no `clusters = ...` line: list the cluster aliases, e.g. `clusters = us-east, us-west`".into()))?;
+    let aliases: Vec<String> =
+        clusters_prop.value.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+    if aliases.is_empty() {
+        return Err(ConfigError::BadValue { line: clusters_prop.line, key: "clusters".into(), reason: "lists no cluster alias".into() });
+    }
+    let known = aliases.join(", ");
+    let mut warnings: BTreeMap<String, String> = BTreeMap::new();
+    let scopes = split_scopes(&props, &aliases, &known)?;
+
+    let mut clusters = Vec::new();
+    for alias in &aliases {
+        let bootstrap = scopes
+            .cluster
+            .get(&(alias.clone(), "bootstrap.servers".into()))
+            .or_else(|| scopes.top.get("bootstrap.servers"))
+            .ok_or_else(|| ConfigError::MissingBootstrap { line: clusters_prop.line, alias: alias.clone() })?;
+        clusters.push(ClusterConfig {
+            alias: ClusterAlias::new(alias.clone()),
+            bootstrap_servers: bootstrap.value.clone(),
+            line: bootstrap.line,
+        });
+    }
+
+    for ((alias, key), p) in &scopes.cluster {
+        let role_key = ["consumer.", "producer.", "admin."].iter().any(|r| key.starts_with(r));
+        if !(role_key || is_common_client_key(key)) {
+            warnings.entry(p.key.clone()).or_insert_with(|| {
+                format!("line {}: `{}` is not supported yet at cluster level for `{alias}`; it is ignored", p.line, p.key)
+            });
+        }
+    }
+    for (key, p) in &scopes.top {
+        let supported = key == "clusters" || key == "strait.metrics.listen" || FLOW_KEYS.contains(&key.as_str()) || is_common_client_key(key);
+        if !supported {
+            let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
+            warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+        }
+    }
+    for ((_, _, key), p) in &scopes.flow {
+        if !FLOW_KEYS.contains(&key.as_str()) {
+            let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
+            warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+        }
+    }
+
+    let mut flows = Vec::new();
+    for source in &aliases {
+        for target in aliases.iter().filter(|t| *t != source) {
+            let flow = FlowScope { scopes: &scopes, source, target };
+            if flow.parse_or("enabled", false)? {
+                flows.push(flow.build(&mut warnings)?);
+            }
+        }
+    }
+    if flows.is_empty() {
+        return Err(ConfigError::Missing(format!(
+            "no flow is enabled: add a line such as `{}->{}.enabled = true`",
+            aliases[0],
+            aliases.get(1).unwrap_or(&aliases[0])
+        )));
+    }
+
+    let metrics_listen = match scopes.top.get("strait.metrics.listen") {
+        Some(p) => p.value.parse().map_err(|_| ConfigError::BadValue {
+            line: p.line,
+            key: p.key.clone(),
+            reason: format!("is `{}`, not an address:port such as 127.0.0.1:9464", p.value),
+        })?,
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 9464)),
+    };
+
+    Ok(Config { clusters, flows, metrics_listen, warnings: warnings.into_values().collect() })
+}
+
+fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {
+    let mut scopes = Scopes { top: BTreeMap::new(), cluster: BTreeMap::new(), flow: BTreeMap::new() };
+    let unknown = |p: &Property, alias: &str| ConfigError::UnknownAlias {
+        line: p.line,
+        key: p.key.clone(),
+        alias: alias.to_string(),
+        known: known.to_string(),
+    };
+    for p in props {
+        if let Some((source, rest)) = p.key.split_once("->") {
+            let (target, key) = rest.split_once('.').ok_or_else(|| ConfigError::Malformed {
+                line: p.line,
+                reason: format!("`{}` has no setting after the flow; write e.g. `{}.enabled = true`", p.key, p.key),
+            })?;
+            for alias in [source, target] {
+                if !aliases.iter().any(|a| a == alias) {
+                    return Err(unknown(p, alias));
+                }
+            }
+            scopes.flow.insert((source.into(), target.into(), key.into()), p.clone());
+        } else if let Some(alias) = aliases.iter().find(|a| p.key.starts_with(&format!("{a}."))) {
+            scopes.cluster.insert((alias.clone(), p.key[alias.len() + 1..].to_string()), p.clone());
+        } else if let Some(alias) = p.key.strip_suffix(".bootstrap.servers") {
+            return Err(unknown(p, alias));
+        } else {
+            scopes.top.insert(p.key.clone(), p.clone());
+        }
+    }
+    Ok(scopes)
+}
+
+struct FlowScope<'a> {
+    scopes: &'a Scopes,
+    source: &'a str,
+    target: &'a str,
+}
+
+impl FlowScope<'_> {
+    fn get(&self, key: &str) -> Option<&Property> {
+        self.scopes
+            .flow
+            .get(&(self.source.to_string(), self.target.to_string(), key.to_string()))
+            .or_else(|| self.scopes.top.get(key))
+    }
+
+    fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ConfigError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(p) => p.value.trim().parse().map_err(|_| ConfigError::BadValue {
+                line: p.line,
+                key: p.key.clone(),
+                reason: format!("has value `{}`, which is not a valid {}", p.value, std::any::type_name::<T>()),
+            }),
+        }
+    }
+
+    fn build(&self, warnings: &mut BTreeMap<String, String>) -> Result<FlowConfig, ConfigError> {
+        let include = self.get("topics").map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
+        let exclude = self
+            .get("topics.exclude")
+            .or_else(|| self.get("topics.blacklist"))
+            .map(|p| (p.value.as_str(), p.line))
+            .unwrap_or((DEFAULT_TOPICS_EXCLUDE, 0));
+        let topics = TopicFilter::new(include.0, exclude.0).map_err(|e| ConfigError::BadValue {
+            line: if whole_name_regex(include.0).is_err() { include.1 } else { exclude.1 },
+            key: "topics".into(),
+            reason: format!("is not a valid list of regexes: {e}"),
+        })?;
+        let policy = match self.get("replication.policy.class") {
+            None => PolicyKind::Default,
+            Some(p) => match p.value.trim().rsplit('.').next().unwrap_or_default() {
+                "DefaultReplicationPolicy" => PolicyKind::Default,
+                "IdentityReplicationPolicy" => PolicyKind::Identity,
+                other => {
+                    return Err(ConfigError::BadValue {
+                        line: p.line,
+                        key: p.key.clone(),
+                        reason: format!("is `{other}`; strait has DefaultReplicationPolicy and IdentityReplicationPolicy"),
+                    })
+                }
+            },
+        };
+        let separator = self.get("replication.policy.separator").map(|p| p.value.clone()).unwrap_or_else(|| ".".into());
+        if separator.is_empty() {
+            let line = self.get("replication.policy.separator").map_or(0, |p| p.line);
+            return Err(ConfigError::BadValue { line, key: "replication.policy.separator".into(), reason: "is empty".into() });
+        }
+        let positive = |key: &str, default: u64| -> Result<u64, ConfigError> {
+            let v: u64 = self.parse_or(key, default)?;
+            if v == 0 {
+                let line = self.get(key).map_or(0, |p| p.line);
+                return Err(ConfigError::BadValue { line, key: key.into(), reason: "must be greater than 0".into() });
+            }
+            Ok(v)
+        };
+        Ok(FlowConfig {
+            source: ClusterAlias::new(self.source),
+            target: ClusterAlias::new(self.target),
+            topics,
+            policy,
+            separator,
+            replication_factor: self.parse_or("replication.factor", -1)?,
+            refresh_topics: self.parse_or("refresh.topics.enabled", true)?,
+            refresh_interval: Duration::from_secs(positive("refresh.topics.interval.seconds", 5)?),
+            offset_flush_interval: Duration::from_millis(positive("offset.flush.interval.ms", 1000)?),
+            offset_storage_replication_factor: self.parse_or("offset.storage.replication.factor", -1)?,
+            batch_max_records: positive("strait.batch.max.records", 2000)? as usize,
+            batch_max_bytes: positive("strait.batch.max.bytes", 1 << 20)? as usize,
+            channel_capacity: positive("strait.channel.capacity", 4)? as usize,
+            consumer: self.client(self.source, ClientRole::Consumer, warnings),
+            producer: self.client(self.target, ClientRole::Producer, warnings),
+            source_admin: self.client(self.source, ClientRole::Admin, warnings),
+            target_admin: self.client(self.target, ClientRole::Admin, warnings),
+        })
+    }
+
+    /// MM2's `clusterProps`: `<alias>.<role>.<key>`, then `<alias>.<common key>`, then top-level
+    /// `<common key>`; the first one found wins.
+    fn client(&self, alias: &str, role: ClientRole, warnings: &mut BTreeMap<String, String>) -> ClientSettings {
+        let mut out = ClientSettings::default();
+        let role_prefix = format!("{}.", role.prefix());
+        let cluster_keys = self.scopes.cluster.iter().filter(|((a, _), _)| a == alias);
+        for ((_, key), p) in cluster_keys.clone() {
+            if let Some(k) = key.strip_prefix(&role_prefix) {
+                out.put_if_absent(Setting { key: k.into(), value: p.value.clone(), line: p.line });
+            }
+        }
+        for ((_, key), p) in cluster_keys {
+            if is_common_client_key(key) {
+                out.put_if_absent(Setting { key: key.clone(), value: p.value.clone(), line: p.line });
+            }
+        }
+        for (key, p) in &self.scopes.top {
+            if is_common_client_key(key) {
+                out.put_if_absent(Setting { key: key.clone(), value: p.value.clone(), line: p.line });
+            }
+        }
+        let (_, dropped) = out.to_librdkafka();
+        for w in dropped {
+            warnings.entry(w.clone()).or_insert(w);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    const SEED: &str = "clusters = us-east, us-west
+us-east.bootstrap.servers = 127.0.0.1:19092
+us-west.bootstrap.servers = 127.0.0.1:29092
+us-east->us-west.enabled = true
+us-west->us-east.enabled = false
+us-east->us-west.topics = orders
+us-east->us-west.groups = orders-cg.*
+emit.checkpoints.enabled = true
+sync.group.offsets.enabled = true
+sync.topic.acls.enabled = false
+";
+
+    #[test]
+    fn seed_config_gives_one_flow_and_warns_once_per_unsupported_key() {
+        let cfg = Config::parse(SEED).unwrap();
+        assert_eq!(cfg.flows.len(), 1);
+        let f = &cfg.flows[0];
+        assert_eq!(f.name(), "us-east->us-west");
+        assert!(f.topics.matches("orders") && !f.topics.matches("orders-v2"));
+        assert_eq!(f.replication_factor, -1);
+        assert_eq!(f.consumer.get("bootstrap.servers").map(|s| s.value.as_str()), Some("127.0.0.1:19092"));
+        assert_eq!(cfg.warnings.len(), 4, "{:?}", cfg.warnings);
+        assert!(cfg.warnings.iter().any(|w| w.contains("`us-east->us-west.groups`") && w.contains("line 7")));
+    }
+
+    #[test]
+    fn default_excludes_hide_internal_topics() {
+        let f = TopicFilter::new(".*", DEFAULT_TOPICS_EXCLUDE).unwrap();
+        for t in ["__consumer_offsets", "mm2-offsets.a.internal", "x-internal", "t.replica"] {
+            assert!(!f.matches(t), "{t}");
+        }
+        assert!(f.matches("orders") && f.matches("heartbeats"));
+    }
+
+    #[test]
+    fn flow_key_overrides_top_level_and_client_precedence_follows_mm2() {
+        let text = "clusters = a, b
+a.bootstrap.servers = h:1
+b.bootstrap.servers = h:2
+a->b.enabled = true
+replication.factor = 3
+a->b.replication.factor = 1
+security.protocol = SASL_PLAINTEXT
+a.security.protocol = PLAINTEXT
+a.consumer.security.protocol = SSL
+b.producer.linger.ms = 20
+";
+        let cfg = Config::parse(text).unwrap();
+        let f = &cfg.flows[0];
+        assert_eq!(f.replication_factor, 1);
+        assert_eq!(f.consumer.get("security.protocol").unwrap().value, "SSL");
+        assert_eq!(f.source_admin.get("security.protocol").unwrap().value, "PLAINTEXT");
+        assert_eq!(f.producer.get("security.protocol").unwrap().value, "SASL_PLAINTEXT");
+        assert_eq!(f.producer.get("linger.ms").unwrap().value, "20");
+        assert!(f.consumer.get("linger.ms").is_none());
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_fix() {
+        let unknown = Config::parse("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n").unwrap_err();
+        assert!(unknown.to_string().contains("line 4") && unknown.to_string().contains("`c`"), "{unknown}");
+        let missing = Config::parse("clusters = a, b\na.bootstrap.servers = h:1\na->b.enabled = true\n").unwrap_err();
+        assert!(missing.to_string().contains("b.bootstrap.servers") && missing.to_string().contains("line 1"), "{missing}");
+        let stray = Config::parse("clusters = a\na.bootstrap.servers = h:1\nz.bootstrap.servers = h:2\n").unwrap_err();
+        assert!(stray.to_string().contains("line 3"), "{stray}");
+        let bad = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = yes\n").unwrap_err();
+        assert!(bad.to_string().contains("line 4"), "{bad}");
+        let regex = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\na->b.topics = (orders\n").unwrap_err();
+        assert!(regex.to_string().contains("line 5"), "{regex}");
+        let none = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\n").unwrap_err();
+        assert!(none.to_string().contains("a->b.enabled = true"), "{none}");
+    }
+}

@@ -1,0 +1,190 @@
+//! `mm2.properties` → a typed [`Config`]: the clusters, the enabled flows, and each flow's
+//! client settings, resolved with MirrorMaker 2's precedence.
+//!
+//! strait reads an operator's existing MM2 file unchanged. Keys it does not act on yet are
+//! collected in [`Config::warnings`] (one per key) instead of being silently dropped.
+
+mod client;
+mod flow;
+pub mod properties;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use client::{ClientRole, ClientSettings, Setting};
+pub use flow::{PolicyKind, TopicFilter};
+
+/// The name an operator gives a cluster in `clusters = ...`, e.g. `us-east`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterAlias(String);
+
+impl ClusterAlias {
+    /// Wraps an alias as written in `clusters`.
+    pub fn new(alias: impl Into<String>) -> Self {
+        Self(alias.into())
+    }
+    /// The alias as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClusterAlias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Everything `strait run` needs, read from one `mm2.properties`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Every cluster named in `clusters`, in the order written.
+    pub clusters: Vec<ClusterConfig>,
+    /// Every flow with `A->B.enabled = true`.
+    pub flows: Vec<FlowConfig>,
+    /// Where the Prometheus endpoint listens (`strait.metrics.listen`, default `127.0.0.1:9464`).
+    pub metrics_listen: SocketAddr,
+    /// One line per key that strait read but does not act on, naming the key and its line.
+    pub warnings: Vec<String>,
+}
+
+/// One cluster: its alias and where to reach it.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The alias from `clusters`.
+    pub alias: ClusterAlias,
+    /// `<alias>.bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// The line of `<alias>.bootstrap.servers`, for error messages.
+    pub line: usize,
+}
+
+/// One direction of replication, `source->target`, with every setting resolved.
+#[derive(Debug, Clone)]
+pub struct FlowConfig {
+    /// Where records are read.
+    pub source: ClusterAlias,
+    /// Where records are written.
+    pub target: ClusterAlias,
+    /// `topics` / `topics.exclude`, whole-name regexes.
+    pub topics: TopicFilter,
+    /// Which built-in replication policy names remote topics.
+    pub policy: PolicyKind,
+    /// `replication.policy.separator` (default `.`).
+    pub separator: String,
+    /// `replication.factor` for remote topics; -1 takes the target broker's default.
+    pub replication_factor: i32,
+    /// `refresh.topics.enabled` (default true).
+    pub refresh_topics: bool,
+    /// `refresh.topics.interval.seconds`; strait's default is 5 s (MM2's is 600 s).
+    pub refresh_interval: Duration,
+    /// `offset.flush.interval.ms`: how often acknowledged positions are stored (default 1 s).
+    pub offset_flush_interval: Duration,
+    /// `offset.storage.replication.factor` of strait's position topic (default -1).
+    pub offset_storage_replication_factor: i32,
+    /// Records per batch between stages (`strait.batch.max.records`, default 2000).
+    pub batch_max_records: usize,
+    /// Bytes per batch between stages (`strait.batch.max.bytes`, default 1 MiB).
+    pub batch_max_bytes: usize,
+    /// Batches each stage channel holds (`strait.channel.capacity`, default 4).
+    pub channel_capacity: usize,
+    /// Settings for the consumer on the source cluster.
+    pub consumer: ClientSettings,
+    /// Settings for the producer on the target cluster.
+    pub producer: ClientSettings,
+    /// Settings for the admin client on the source cluster.
+    pub source_admin: ClientSettings,
+    /// Settings for the admin client on the target cluster.
+    pub target_admin: ClientSettings,
+}
+
+impl FlowConfig {
+    /// `source->target`, the name MM2 uses for a flow and the `flow` label on every metric.
+    pub fn name(&self) -> String {
+        format!("{}->{}", self.source, self.target)
+    }
+}
+
+/// Why a config could not be used. Every variant names the line or key to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Io {
+        /// The path given.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A line is not `key = value`.
+    #[error("line {line}: {reason}")]
+    Malformed {
+        /// 1-based line.
+        line: usize,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// A key names a cluster alias that `clusters` does not list.
+    #[error("line {line}: `{key}` names cluster `{alias}`, which is not in `clusters` ({known}); add it to `clusters` or fix the alias")]
+    UnknownAlias {
+        /// 1-based line.
+        line: usize,
+        /// The key as written.
+        key: String,
+        /// The alias that is not known.
+        alias: String,
+        /// The aliases `clusters` lists.
+        known: String,
+    },
+    /// A cluster has no `bootstrap.servers`.
+    #[error("line {line}: cluster `{alias}` is listed in `clusters` but has no `{alias}.bootstrap.servers`; add it, e.g. `{alias}.bootstrap.servers = host:9092`")]
+    MissingBootstrap {
+        /// The line of `clusters`.
+        line: usize,
+        /// The cluster alias.
+        alias: String,
+    },
+    /// A value cannot be used for its key.
+    #[error("line {line}: `{key}` {reason}")]
+    BadValue {
+        /// 1-based line.
+        line: usize,
+        /// The key as written.
+        key: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// Something required is absent.
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl Config {
+    /// Reads and resolves an `mm2.properties` file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Resolves the text of an `mm2.properties` file.
+    ///
+    /// ```
+    /// let cfg = strait_core::config::Config::parse(
+    ///     "clusters = a, b\na.bootstrap.servers = h1:9092\nb.bootstrap.servers = h2:9092\na->b.enabled = true\n",
+    /// ).unwrap();
+    /// assert_eq!(cfg.flows[0].name(), "a->b");
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        flow::resolve(properties::parse(text)?)
+    }
+
+    /// The cluster with this alias.
+    pub fn cluster(&self, alias: &ClusterAlias) -> Option<&ClusterConfig> {
+        self.clusters.iter().find(|c| &c.alias == alias)
+    }
+}

@@ -1,0 +1,23 @@
+//! strait's engine: replicates Kafka topics between independent clusters, reading MirrorMaker
+//! 2's `mm2.properties`.
+//!
+//! The data path of one flow (`source->target`):
+//!
+//! ```text
+//!  source cluster                                                          target cluster
+//!  ──────────────► fetch ──batch──► filter ──batch──► transform ──batch──► produce ──────►
+//!                    ▲                                                        │ acks
+//!                    └──── resume position ◄── progress (acked prefix) ◄──────┘
+//! ```
+//!
+//! Each stage runs on its own thread; bounded channels carry batches, so a slow target
+//! back-pressures the fetcher instead of growing memory. A partition's position advances only
+//! over the contiguous prefix of records the target acknowledged, and is stored on the target.
+
+pub mod config;
+pub mod cluster;
+pub mod events;
+pub mod offsets;
+pub mod pipeline;
+pub mod policy;
+pub mod topics;
