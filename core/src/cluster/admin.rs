@@ -1,0 +1,148 @@
+//! Topic creation and growth on a cluster.
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::{create_client, ClusterError};
+use crate::config::{ClientSettings, ClusterConfig};
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A topic as strait wants it on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    /// Topic name.
+    pub name: String,
+    /// Wanted partition count; an existing topic with fewer is grown, one with more is kept.
+    pub partitions: i32,
+    /// Replication factor at creation; -1 takes the broker default.
+    pub replication_factor: i32,
+    /// Topic configs at creation, e.g. `cleanup.policy = compact`.
+    pub configs: Vec<(String, String)>,
+}
+
+/// What [`ClusterAdmin::ensure_topic`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ensured {
+    /// The topic was created.
+    Created,
+    /// The topic existed with fewer partitions and was grown.
+    Grown {
+        /// Partitions before.
+        from: i32,
+    },
+    /// The topic existed with enough partitions.
+    Unchanged,
+}
+
+/// A topic operation the cluster refused.
+#[derive(Debug, thiserror::Error)]
+#[error("cluster `{alias}`: cannot {what} topic `{topic}`: {reason}{hint}")]
+pub struct AdminError {
+    /// The cluster alias.
+    pub alias: String,
+    /// `create` or `grow`.
+    pub what: &'static str,
+    /// The topic.
+    pub topic: String,
+    /// What the broker said.
+    pub reason: String,
+    /// What the operator can do.
+    pub hint: String,
+}
+
+/// An admin client plus the small runtime its futures need.
+pub struct ClusterAdmin {
+    alias: String,
+    client: AdminClient<DefaultClientContext>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl ClusterAdmin {
+    /// Connects an admin client to `cluster`.
+    pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
+        let client = create_client(cluster, settings, "admin", &[], &[], DefaultClientContext)?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| ClusterError::Client {
+            alias: cluster.alias.to_string(),
+            what: "starting the admin runtime".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self { alias: cluster.alias.to_string(), client, runtime })
+    }
+
+    /// The underlying client, for metadata requests.
+    pub fn client(&self) -> &rdkafka::client::Client<DefaultClientContext> {
+        self.client.inner()
+    }
+
+    /// Partition count of every topic of the cluster.
+    pub fn partition_counts(&self) -> Result<std::collections::HashMap<String, i32>, ClusterError> {
+        let md = self.client().fetch_metadata(None, ADMIN_TIMEOUT).map_err(|e| ClusterError::Client {
+            alias: self.alias.clone(),
+            what: "reading metadata".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(md.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect())
+    }
+
+    /// Makes sure `spec.name` exists with at least `spec.partitions` partitions.
+    pub fn ensure_topic(&self, spec: &TopicSpec, existing: Option<i32>) -> Result<Ensured, AdminError> {
+        let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
+        match existing {
+            None => {
+                let mut topic = NewTopic::new(&spec.name, spec.partitions, TopicReplication::Fixed(spec.replication_factor));
+                for (k, v) in &spec.configs {
+                    topic = topic.set(k, v);
+                }
+                let result = self.runtime.block_on(self.client.create_topics([&topic], &opts));
+                match self.first_result(result, "create", spec)? {
+                    None => Ok(Ensured::Created),
+                    // Someone else created it meanwhile: check its partition count next round.
+                    Some(RDKafkaErrorCode::TopicAlreadyExists) => Ok(Ensured::Unchanged),
+                    Some(code) => Err(self.error("create", spec, code)),
+                }
+            }
+            Some(have) if have < spec.partitions => {
+                let grow = NewPartitions::new(&spec.name, spec.partitions as usize);
+                let result = self.runtime.block_on(self.client.create_partitions([&grow], &opts));
+                match self.first_result(result, "grow", spec)? {
+                    None => Ok(Ensured::Grown { from: have }),
+                    Some(code) => Err(self.error("grow", spec, code)),
+                }
+            }
+            Some(_) => Ok(Ensured::Unchanged),
+        }
+    }
+
+    fn first_result(
+        &self,
+        result: rdkafka::error::KafkaResult<Vec<rdkafka::admin::TopicResult>>,
+        what: &'static str,
+        spec: &TopicSpec,
+    ) -> Result<Option<RDKafkaErrorCode>, AdminError> {
+        let results = result.map_err(|e| AdminError {
+            alias: self.alias.clone(),
+            what,
+            topic: spec.name.clone(),
+            reason: e.to_string(),
+            hint: String::new(),
+        })?;
+        Ok(results.into_iter().next().and_then(|r| r.err()).map(|(_, code)| code))
+    }
+
+    fn error(&self, what: &'static str, spec: &TopicSpec, code: RDKafkaErrorCode) -> AdminError {
+        let hint = match code {
+            RDKafkaErrorCode::InvalidReplicationFactor => {
+                format!("; replication factor {} is more than the brokers `{}` has: lower `replication.factor`", spec.replication_factor, self.alias)
+            }
+            RDKafkaErrorCode::TopicAuthorizationFailed | RDKafkaErrorCode::ClusterAuthorizationFailed => {
+                format!("; grant strait's principal CREATE and ALTER on `{}` of `{}`", spec.name, self.alias)
+            }
+            _ => String::new(),
+        };
+        AdminError { alias: self.alias.clone(), what, topic: spec.name.clone(), reason: code.to_string(), hint }
+    }
+}

@@ -1,0 +1,158 @@
+//! One struct per thing that happens in strait. Each `emit()` writes the log line and bumps the
+//! metric together, so logs and metrics never drift apart.
+//!
+//! Metric names follow one scheme: `strait_<subject>_<measure>[_<unit>]`, labelled with `flow`
+//! (`source->target`) and, for per-partition series, the remote `topic` and `partition`.
+
+mod exporter;
+mod partition;
+
+pub use exporter::{install_prometheus, MetricsError};
+pub use partition::PartitionMetrics;
+
+use metrics::{counter, gauge};
+use tracing::{error, info, warn};
+
+/// A remote topic was created on the target.
+pub struct TopicCreated<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The remote topic's name.
+    pub topic: &'a str,
+    /// Its partition count (the source's).
+    pub partitions: i32,
+}
+
+impl TopicCreated<'_> {
+    /// Logs and counts the event.
+    pub fn emit(&self) {
+        info!(flow = self.flow, topic = self.topic, partitions = self.partitions, "created remote topic");
+        counter!("strait_topics_created_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
+/// A remote topic had fewer partitions than its source and was grown.
+pub struct PartitionsAdded<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The remote topic's name.
+    pub topic: &'a str,
+    /// Partitions before.
+    pub from: i32,
+    /// Partitions after.
+    pub to: i32,
+}
+
+impl PartitionsAdded<'_> {
+    /// Logs and counts the event.
+    pub fn emit(&self) {
+        info!(flow = self.flow, topic = self.topic, from = self.from, to = self.to, "grew remote topic to the source's partition count");
+        counter!("strait_partitions_added_total", "flow" => self.flow.to_string()).increment((self.to - self.from) as u64);
+    }
+}
+
+/// The fetcher now reads these many source partitions.
+pub struct AssignmentChanged<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Partitions newly assigned.
+    pub added: usize,
+    /// Partitions assigned in total.
+    pub total: usize,
+}
+
+impl AssignmentChanged<'_> {
+    /// Logs the change and sets the gauge.
+    pub fn emit(&self) {
+        info!(flow = self.flow, added = self.added, total = self.total, "source partitions assigned");
+        gauge!("strait_source_partitions_assigned", "flow" => self.flow.to_string()).set(self.total as f64);
+    }
+}
+
+/// Stored positions were read back at start-up.
+pub struct PositionsLoaded<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The topic they live in.
+    pub topic: &'a str,
+    /// How many partitions have a stored position.
+    pub partitions: usize,
+}
+
+impl PositionsLoaded<'_> {
+    /// Logs the event.
+    pub fn emit(&self) {
+        info!(flow = self.flow, topic = self.topic, partitions = self.partitions, "resuming from stored positions");
+    }
+}
+
+/// Acknowledged positions were written to the position topic.
+pub struct PositionsStored<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// How many partition positions were written.
+    pub partitions: usize,
+}
+
+impl PositionsStored<'_> {
+    /// Logs at debug level and counts.
+    pub fn emit(&self) {
+        tracing::debug!(flow = self.flow, partitions = self.partitions, "stored positions");
+        counter!("strait_positions_stored_total", "flow" => self.flow.to_string()).increment(self.partitions as u64);
+    }
+}
+
+/// How many batches wait in a stage's input channel.
+pub struct QueueDepth<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// `filter`, `transform` or `produce`: the stage the channel feeds.
+    pub stage: &'static str,
+    /// Batches waiting.
+    pub batches: usize,
+}
+
+impl QueueDepth<'_> {
+    /// Sets the gauge (no log: it changes on every batch).
+    pub fn emit(&self) {
+        gauge!("strait_stage_queue_batches", "flow" => self.flow.to_string(), "stage" => self.stage).set(self.batches as f64);
+    }
+}
+
+/// The target refused a record for good; the flow stops before it.
+pub struct RecordRejected<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Source topic.
+    pub topic: &'a str,
+    /// Source partition.
+    pub partition: i32,
+    /// Source offset of the refused record.
+    pub offset: i64,
+    /// What the target or client said.
+    pub reason: &'a str,
+}
+
+impl RecordRejected<'_> {
+    /// Logs at error level and counts.
+    pub fn emit(&self) {
+        error!(flow = self.flow, topic = self.topic, partition = self.partition, offset = self.offset, reason = self.reason, "target rejected a record; the flow stops before it");
+        counter!("strait_records_rejected_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
+/// A transient problem the flow retries through.
+pub struct FlowRetrying<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// What went wrong.
+    pub what: &'a str,
+}
+
+impl FlowRetrying<'_> {
+    /// Logs at warn level and counts.
+    pub fn emit(&self) {
+        warn!(flow = self.flow, what = self.what, "retrying");
+        counter!("strait_flow_retries_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}

@@ -1,0 +1,7 @@
+//! Source positions: which records the target acknowledged, and where that is stored.
+
+mod progress;
+pub mod store;
+pub mod wire;
+
+pub use progress::{Progress, SlotId};

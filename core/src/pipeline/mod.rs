@@ -1,0 +1,63 @@
+//! The data path of one flow: fetch → filter → transform → produce, each on its own thread,
+//! joined by bounded channels of batches.
+
+mod batch;
+mod fetch;
+mod filter;
+mod produce;
+mod slots;
+mod stage;
+mod transform;
+mod wiring;
+
+pub use batch::{Batch, Header, Record};
+pub use fetch::{FetchStage, NewPartition};
+pub use filter::{KeepAll, RecordFilter};
+pub use produce::{Delivery, DeliveryContext, ProduceStage};
+pub use slots::{Slot, Slots};
+pub use transform::{RecordTransform, Unchanged};
+pub use wiring::{run, run_flow};
+
+use crate::cluster::{AdminError, ClusterError};
+use crate::topics::DiscoveryError;
+
+/// Why a flow stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// A cluster could not be used.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A topic could not be prepared on the target.
+    #[error(transparent)]
+    Admin(#[from] AdminError),
+    /// Topic discovery failed at start-up.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// The target refused a record for good. Its position was not passed, so a restart after
+    /// the fix resumes at this record.
+    #[error("flow {flow}: the target refused {topic}-{partition} offset {offset}: {reason}; {hint}")]
+    Rejected {
+        /// `source->target`.
+        flow: String,
+        /// Source topic.
+        topic: String,
+        /// Source partition.
+        partition: i32,
+        /// Source offset.
+        offset: i64,
+        /// What the target or client said.
+        reason: String,
+        /// What to do about it.
+        hint: String,
+    },
+    /// A stage thread could not start or panicked.
+    #[error("flow {flow}: the {stage} thread {what}")]
+    Thread {
+        /// `source->target`.
+        flow: String,
+        /// Which stage.
+        stage: &'static str,
+        /// What happened.
+        what: String,
+    },
+}

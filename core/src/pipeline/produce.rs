@@ -1,0 +1,271 @@
+//! Produce: writes batches to the target and advances each partition's position only over the
+//! records the target acknowledged. Positions are written through the same producer, so an
+//! exactly-once mode can later put them in the same transaction as the records they cover.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientContext;
+
+use super::batch::{Batch, Record};
+use super::fetch::now_millis;
+use super::{FlowError, Slots};
+use crate::events::{FlowRetrying, PositionsStored, RecordRejected};
+use crate::offsets::store::{encode_key, encode_value};
+use crate::offsets::{Progress, SlotId};
+
+/// What a delivery report is about.
+pub enum Delivery {
+    /// A replicated record.
+    Record {
+        /// Its source partition.
+        slot: SlotId,
+        /// Its source offset.
+        offset: i64,
+        /// Its timestamp, for the latency measure.
+        timestamp: i64,
+        /// Its size, for the byte count.
+        bytes: usize,
+    },
+    /// A position record.
+    Position,
+}
+
+/// A record the target refused for good.
+#[derive(Debug, Clone)]
+struct Rejection {
+    slot: SlotId,
+    offset: i64,
+    reason: String,
+    code: Option<RDKafkaErrorCode>,
+}
+
+#[derive(Default)]
+struct DeliveryState {
+    progress: Progress,
+    rejected: Option<Rejection>,
+    position_write_failed: bool,
+}
+
+/// The producer's context: receives delivery reports on the produce thread.
+pub struct DeliveryContext {
+    state: Mutex<DeliveryState>,
+    slots: Slots,
+}
+
+impl DeliveryContext {
+    /// A context for a flow whose partitions are in `slots`.
+    pub fn new(slots: Slots) -> Self {
+        Self { state: Mutex::default(), slots }
+    }
+
+    fn state(&self) -> MutexGuard<'_, DeliveryState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Box<Delivery>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
+        let mut state = self.state();
+        match (*opaque, result) {
+            (Delivery::Record { slot, offset, timestamp, bytes }, Ok(_)) => {
+                state.progress.acked(slot, offset);
+                if let Some(s) = self.slots.read().get(slot as usize) {
+                    s.metrics.acked(bytes, now_millis() - timestamp);
+                }
+            }
+            (Delivery::Record { slot, offset, .. }, Err((e, _))) => {
+                if state.rejected.is_none() {
+                    state.rejected = Some(Rejection { slot, offset, reason: e.to_string(), code: e.rdkafka_error_code() });
+                }
+            }
+            (Delivery::Position, Ok(_)) => {}
+            (Delivery::Position, Err(_)) => state.position_write_failed = true,
+        }
+    }
+}
+
+/// Everything the produce thread needs.
+pub struct ProduceStage {
+    /// `source->target`.
+    pub flow: String,
+    /// The target producer (idempotent, acks=all).
+    pub producer: BaseProducer<DeliveryContext>,
+    /// From the transform stage.
+    pub input: Receiver<Batch>,
+    /// The flow's slot table.
+    pub slots: Slots,
+    /// Where positions are stored.
+    pub positions_topic: String,
+    /// How often positions are stored.
+    pub flush_interval: Duration,
+    /// Set to stop the whole process (on a fatal error here, or by a signal).
+    pub stop: Arc<AtomicBool>,
+}
+
+/// How long a just-created remote topic or partition may take to show in producer metadata.
+const METADATA_WAIT: Duration = Duration::from_secs(60);
+
+/// How long shutdown waits for outstanding acknowledgements before storing positions anyway.
+const SHUTDOWN_FLUSH: Duration = Duration::from_secs(30);
+
+impl ProduceStage {
+    /// Runs until the transform stage hangs up or the target refuses a record.
+    pub fn run(self) -> Result<(), FlowError> {
+        let mut last_store = Instant::now();
+        let outcome = loop {
+            if let Some(rejected) = self.producer.context().state().rejected.clone() {
+                break Err(rejected);
+            }
+            match self.input.recv_timeout(Duration::from_millis(50)) {
+                Ok(batch) => {
+                    if let Err(rejected) = self.produce_batch(batch) {
+                        break Err(rejected);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+            self.producer.poll(Duration::ZERO);
+            if last_store.elapsed() >= self.flush_interval {
+                self.store_positions();
+                last_store = Instant::now();
+            }
+        };
+        if outcome.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        // Wait for what is in flight, then store how far the acknowledged prefix reached.
+        let _ = self.producer.flush(SHUTDOWN_FLUSH);
+        self.store_positions();
+        let _ = self.producer.flush(SHUTDOWN_FLUSH);
+        let rejected = outcome.err().or_else(|| self.producer.context().state().rejected.clone());
+        match rejected {
+            None => Ok(()),
+            Some(r) => Err(self.rejection_error(r)),
+        }
+    }
+
+    fn produce_batch(&self, batch: Batch) -> Result<(), Rejection> {
+        {
+            let mut state = self.producer.context().state();
+            for r in &batch.records {
+                state.progress.sent(r.slot, r.offset);
+            }
+        }
+        let slots = self.slots.read();
+        for record in &batch.records {
+            let Some(slot) = slots.get(record.slot as usize) else { continue };
+            let delivery = Box::new(Delivery::Record {
+                slot: record.slot,
+                offset: record.offset,
+                timestamp: record.timestamp,
+                bytes: record.size(),
+            });
+            let out = to_kafka(record, &slot.remote_topic, slot.partition, delivery);
+            self.send(out).map_err(|(reason, code)| Rejection { slot: record.slot, offset: record.offset, reason, code })?;
+        }
+        drop(slots);
+        let mut state = self.producer.context().state();
+        for &(slot, through) in &batch.fetched_through {
+            state.progress.skipped_through(slot, through);
+        }
+        Ok(())
+    }
+
+    /// Sends one record, waiting while librdkafka's queue is full (that is the back-pressure),
+    /// and while the producer's metadata has not yet seen a just-created topic or partition.
+    fn send<'a>(&self, mut record: BaseRecord<'a, [u8], [u8], Box<Delivery>>) -> Result<(), (String, Option<RDKafkaErrorCode>)> {
+        let mut metadata_deadline = None;
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    self.producer.poll(Duration::from_millis(20));
+                }
+                Err((KafkaError::MessageProduction(code @ (RDKafkaErrorCode::UnknownPartition | RDKafkaErrorCode::UnknownTopic)), back))
+                    if *metadata_deadline.get_or_insert_with(|| Instant::now() + METADATA_WAIT) > Instant::now() =>
+                {
+                    record = back;
+                    // A metadata request refreshes librdkafka's cache for this topic.
+                    if self.producer.client().fetch_metadata(Some(record.topic), Duration::from_secs(5)).is_err() {
+                        FlowRetrying { flow: &self.flow, what: &format!("waiting for {} metadata ({code})", record.topic) }.emit();
+                    }
+                    self.producer.poll(Duration::from_millis(100));
+                }
+                Err((e, _)) => return Err((e.to_string(), e.rdkafka_error_code())),
+            }
+        }
+    }
+
+    fn store_positions(&self) {
+        let changed = {
+            let mut state = self.producer.context().state();
+            if std::mem::take(&mut state.position_write_failed) {
+                FlowRetrying { flow: &self.flow, what: "a position write failed; rewriting positions" }.emit();
+                state.progress.mark_all_changed();
+            }
+            state.progress.take_changed()
+        };
+        if changed.is_empty() {
+            return;
+        }
+        let slots = self.slots.read();
+        for &(slot, position) in &changed {
+            let Some(s) = slots.get(slot as usize) else { continue };
+            let key = encode_key(&s.source_topic, s.partition);
+            let value = encode_value(position);
+            let record = BaseRecord::with_opaque_to(&self.positions_topic, Box::new(Delivery::Position)).key(&key[..]).payload(&value[..]);
+            if self.send(record).is_err() {
+                self.producer.context().state().position_write_failed = true;
+            }
+        }
+        PositionsStored { flow: &self.flow, partitions: changed.len() }.emit();
+    }
+
+    fn rejection_error(&self, r: Rejection) -> FlowError {
+        let slots = self.slots.read();
+        let (topic, partition, remote) = slots
+            .get(r.slot as usize)
+            .map(|s| (s.source_topic.to_string(), s.partition, s.remote_topic.to_string()))
+            .unwrap_or_default();
+        RecordRejected { flow: &self.flow, topic: &topic, partition, offset: r.offset, reason: &r.reason }.emit();
+        let hint = match r.code {
+            Some(RDKafkaErrorCode::MessageSizeTooLarge) | Some(RDKafkaErrorCode::InvalidRecord) => format!(
+                "raise the target producer's `message.max.bytes` (`<target>.producer.message.max.bytes`) and the `max.message.bytes` of `{remote}` on the target"
+            ),
+            Some(RDKafkaErrorCode::TopicAuthorizationFailed) => format!("grant strait WRITE on `{remote}` on the target"),
+            _ => "fix the cause and restart strait; it resumes at this record".to_string(),
+        };
+        FlowError::Rejected { flow: self.flow.clone(), topic, partition, offset: r.offset, reason: r.reason, hint }
+    }
+}
+
+fn to_kafka<'a>(record: &'a Record, topic: &'a str, partition: i32, delivery: Box<Delivery>) -> BaseRecord<'a, [u8], [u8], Box<Delivery>> {
+    let mut out = BaseRecord::with_opaque_to(topic, delivery).partition(partition).timestamp(record.timestamp);
+    if let Some(k) = &record.key {
+        out = out.key(&k[..]);
+    }
+    if let Some(v) = &record.value {
+        out = out.payload(&v[..]);
+    }
+    if !record.headers.is_empty() {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for h in &record.headers {
+            headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
+        }
+        out = out.headers(headers);
+    }
+    out
+}

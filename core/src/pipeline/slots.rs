@@ -1,0 +1,40 @@
+//! The source topic-partitions a flow replicates, numbered once and shared by every stage.
+//! Records carry the number (a [`SlotId`]) instead of topic names.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use crate::events::PartitionMetrics;
+use crate::offsets::SlotId;
+
+/// One replicated source partition and where it goes.
+#[derive(Clone)]
+pub struct Slot {
+    /// Source topic.
+    pub source_topic: Arc<str>,
+    /// Partition number, the same on source and target.
+    pub partition: i32,
+    /// The remote topic on the target, named once by the policy.
+    pub remote_topic: Arc<str>,
+    /// Metric handles of the remote topic-partition.
+    pub metrics: PartitionMetrics,
+}
+
+/// The flow's slot table. Slots are only ever appended, so an id stays valid for the run.
+#[derive(Clone, Default)]
+pub struct Slots {
+    inner: Arc<RwLock<Vec<Slot>>>,
+}
+
+impl Slots {
+    /// Appends a slot and returns its id.
+    pub fn add(&self, slot: Slot) -> SlotId {
+        let mut table = self.inner.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        table.push(slot);
+        (table.len() - 1) as SlotId
+    }
+
+    /// Read access to the table, for a whole batch at a time.
+    pub fn read(&self) -> RwLockReadGuard<'_, Vec<Slot>> {
+        self.inner.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
