@@ -1,0 +1,98 @@
+//! `strait`: replicate Kafka topics between clusters from an MM2 `mm2.properties`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use strait_core::config::Config;
+
+#[derive(Parser)]
+#[command(name = "strait", version, about = "Kafka cross-cluster replication, configured like MirrorMaker 2")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replicate every enabled flow of an mm2.properties until SIGINT/SIGTERM.
+    Run {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// Where the Prometheus endpoint listens (overrides `strait.metrics.listen`).
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics_listen: Option<SocketAddr>,
+    },
+    /// Check an mm2.properties: print the flows strait would run and every ignored key.
+    Validate {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = dispatch(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run { config, metrics_listen } => run(&config, metrics_listen),
+        Command::Validate { config } => validate(&config),
+    }
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<Config> {
+    let config = Config::from_file(path).with_context(|| format!("config {}", path.display()))?;
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", path.display());
+    }
+    Ok(config)
+}
+
+fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let listen = metrics_listen.unwrap_or(config.metrics_listen);
+    strait_core::events::install_prometheus(listen)?;
+    tracing::info!(metrics = %format!("http://{listen}/metrics"), flows = config.flows.len(), "strait started");
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("installing the signal handler")?;
+    }
+    strait_core::pipeline::run(&config, stop)?;
+    tracing::info!("strait stopped; positions stored");
+    Ok(())
+}
+
+fn validate(path: &std::path::Path) -> anyhow::Result<()> {
+    let config = load(path)?;
+    for cluster in &config.clusters {
+        println!("cluster {} at {}", cluster.alias, cluster.bootstrap_servers);
+    }
+    for flow in &config.flows {
+        println!(
+            "flow {}: policy {:?} (separator {:?}), replication.factor {}, refresh every {}s",
+            flow.name(),
+            flow.policy,
+            flow.separator,
+            flow.replication_factor,
+            flow.refresh_interval.as_secs()
+        );
+        println!("  consumer {:?}\n  producer {:?}", flow.consumer, flow.producer);
+    }
+    println!("{} warning(s)", config.warnings.len());
+    Ok(())
+}
