@@ -1,0 +1,106 @@
+//! At-least-once across `kill -9`: nothing is lost, order holds, duplicates are counted.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::*;
+
+const RECORDS: usize = 100_000;
+const PARTITIONS: i32 = 3;
+
+#[test]
+fn kill_9_mid_stream_then_restart_loses_no_record_and_keeps_partition_order() {
+    let s = stand();
+    let topic = unique("kill9");
+    create_topic(&s.east, &topic, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    let remote = format!("us-east.{topic}");
+
+    // The source keeps receiving records while strait runs, is killed, and restarts.
+    let producing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (east, topic, producing) = (s.east.clone(), topic.clone(), producing.clone());
+        std::thread::spawn(move || {
+            let p = producer(&east, &[]);
+            for chunk in 0..(RECORDS / 5_000) {
+                let records: Vec<TestRecord> = (chunk * 5_000..(chunk + 1) * 5_000)
+                    .map(|i| TestRecord::kv(i as i32 % PARTITIONS, &i.to_string(), &format!("{}:{i}:{}", i as i32 % PARTITIONS, "v".repeat(64))))
+                    .collect();
+                send_all(&p, &topic, &records);
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            rdkafka::producer::Producer::flush(&p, Duration::from_secs(60)).expect("source acknowledged every record");
+            producing.store(false, Ordering::Relaxed);
+        })
+    };
+
+    let mut first = Strait::start(&east_to_west(&topic, "offset.flush.interval.ms = 500\n"));
+    assert!(
+        wait_until(Duration::from_secs(120), || record_count(&s.west, &remote) >= 40_000),
+        "strait did not replicate 40,000 records; log:\n{}",
+        first.log_text()
+    );
+    first.kill9();
+    let at_kill = record_count(&s.west, &remote);
+    assert!(producing.load(Ordering::Relaxed) || at_kill < RECORDS as i64, "the kill must land mid-stream (target had {at_kill})");
+
+    let second = first.restart();
+    writer.join().expect("writer thread");
+    // Duplicates count too, so wait for the target to hold every record and then go quiet.
+    assert!(
+        wait_until(Duration::from_secs(240), || record_count(&s.west, &remote) >= RECORDS as i64),
+        "only {} of {RECORDS} arrived; restart log:\n{}",
+        record_count(&s.west, &remote),
+        second.log_text()
+    );
+    let mut settled = record_count(&s.west, &remote);
+    loop {
+        std::thread::sleep(Duration::from_secs(3));
+        let now = record_count(&s.west, &remote);
+        if now == settled {
+            break;
+        }
+        settled = now;
+    }
+    let got = read_all(&s.west, &remote, settled as usize, Duration::from_secs(240));
+    let total: usize = got.iter().map(Vec::len).sum();
+    assert!(total >= RECORDS, "only {total} of {RECORDS} arrived; restart log:\n{}", second.log_text());
+
+    let mut duplicates = 0;
+    for (partition, records) in got.iter().enumerate() {
+        let seqs: Vec<usize> = records
+            .iter()
+            .map(|r| {
+                let v = String::from_utf8(r.value.clone().unwrap_or_default()).unwrap_or_default();
+                let mut parts = v.split(':');
+                assert_eq!(parts.next(), Some(partition.to_string().as_str()), "record in the wrong partition");
+                parts.next().and_then(|n| n.parse().ok()).expect("sequence number")
+            })
+            .collect();
+        let expected: Vec<usize> = (0..RECORDS).filter(|i| *i as i32 % PARTITIONS == partition as i32).collect();
+        // At-least-once with a resume: the target is runs of consecutive source records, each run
+        // starting at or before the end of the one before it (a replay), never after it (a gap).
+        let index_of = |seq: usize| expected.binary_search(&seq).expect("a record the source never had");
+        let mut high = None::<usize>;
+        let mut prev = None::<usize>;
+        for &seq in &seqs {
+            let i = index_of(seq);
+            match prev {
+                None => assert_eq!(i, 0, "partition {partition} does not start at the first record"),
+                Some(p) if i == p + 1 => {}
+                // Anything else must be a step back (a replay after the restart), never a skip.
+                Some(p) => assert!(i <= p, "partition {partition}: gap, record {p} was followed by {i}"),
+            }
+            if high.is_some_and(|h| i <= h) {
+                duplicates += 1;
+            }
+            high = Some(high.map_or(i, |h| h.max(i)));
+            prev = Some(i);
+        }
+        assert_eq!(high, Some(expected.len() - 1), "partition {partition} misses its tail");
+    }
+    eprintln!("kill -9 at {at_kill} target records; {RECORDS} source records; {duplicates} duplicates on the target");
+    assert_eq!(total, RECORDS + duplicates);
+}

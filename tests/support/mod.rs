@@ -1,0 +1,340 @@
+//! Shared by the integration tests: real clusters started by `scripts/kafka.sh`, a `strait`
+//! process per test, and small producer / reader helpers. Nothing here is a fake: a test that
+//! cannot start Kafka panics with the script's output.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use strait_core::cluster::{ClusterAdmin, TopicSpec};
+use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
+
+/// The seed articles' stand: `us-east` with 3 brokers, `us-west` with 1.
+pub struct Stand {
+    pub east: String,
+    pub west: String,
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `scripts/kafka.sh` and returns its last stdout line; panics with its output on failure.
+pub fn kafka_sh(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/kafka.sh"))
+        .args(args)
+        .output()
+        .expect("bash must be on PATH to run scripts/kafka.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "scripts/kafka.sh {args:?} failed ({}): this test needs real Kafka.\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().trim().to_string()
+}
+
+/// Starts (or finds running) the shared stand. Tests use unique topic names, so they can share it.
+pub fn stand() -> &'static Stand {
+    static STAND: OnceLock<Stand> = OnceLock::new();
+    STAND.get_or_init(|| Stand { east: kafka_sh(&["start", "us-east", "3", "19092"]), west: kafka_sh(&["start", "us-west", "1", "29092"]) })
+}
+
+/// A topic name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{}-{nanos:x}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn cluster(alias: &str, bootstrap: &str) -> ClusterConfig {
+    ClusterConfig { alias: ClusterAlias::new(alias), bootstrap_servers: bootstrap.to_string(), line: 0 }
+}
+
+/// Creates a topic through strait's own admin wrapper.
+pub fn create_topic(bootstrap: &str, name: &str, partitions: i32, rf: i32, configs: &[(&str, &str)]) {
+    let admin = ClusterAdmin::connect(&cluster("test", bootstrap), &ClientSettings::default()).expect("admin client");
+    let spec = TopicSpec {
+        name: name.to_string(),
+        partitions,
+        replication_factor: rf,
+        configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    admin.ensure_topic(&spec, None).unwrap_or_else(|e| panic!("create {name}: {e}"));
+    wait_until(Duration::from_secs(30), || partition_count(bootstrap, name) == Some(partitions as usize));
+}
+
+/// Grows a topic to `partitions`.
+pub fn grow_topic(bootstrap: &str, name: &str, partitions: i32) {
+    let admin = ClusterAdmin::connect(&cluster("test", bootstrap), &ClientSettings::default()).expect("admin client");
+    let have = partition_count(bootstrap, name).map(|n| n as i32);
+    let spec = TopicSpec { name: name.to_string(), partitions, replication_factor: -1, configs: vec![] };
+    admin.ensure_topic(&spec, have).unwrap_or_else(|e| panic!("grow {name}: {e}"));
+}
+
+pub fn partition_count(bootstrap: &str, topic: &str) -> Option<usize> {
+    let consumer = consumer(bootstrap);
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).ok()?;
+    let t = md.topics().first()?;
+    (t.error().is_none() && !t.partitions().is_empty()).then(|| t.partitions().len())
+}
+
+pub fn topic_names(bootstrap: &str) -> Vec<String> {
+    let md = consumer(bootstrap).fetch_metadata(None, Duration::from_secs(10)).expect("metadata");
+    md.topics().iter().map(|t| t.name().to_string()).collect()
+}
+
+pub fn consumer(bootstrap: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        // librdkafka wants a group id even for assign(); it is never joined or committed.
+        .set("group.id", "strait-tests-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("consumer")
+}
+
+/// A record as a test sends and later compares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRecord {
+    pub partition: i32,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub timestamp: Option<i64>,
+}
+
+impl TestRecord {
+    pub fn kv(partition: i32, key: &str, value: &str) -> Self {
+        Self { partition, key: Some(key.as_bytes().to_vec()), value: Some(value.as_bytes().to_vec()), headers: vec![], timestamp: None }
+    }
+}
+
+pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> ThreadedProducer<DefaultProducerContext> {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", bootstrap).set("acks", "all").set("enable.idempotence", "true").set("linger.ms", "5");
+    for (k, v) in extra {
+        cfg.set(*k, *v);
+    }
+    cfg.create().expect("producer")
+}
+
+/// Sends `records` with acks=all and waits until every one is acknowledged.
+pub fn produce(bootstrap: &str, topic: &str, records: &[TestRecord], extra: &[(&str, &str)]) {
+    let p = producer(bootstrap, extra);
+    send_all(&p, topic, records);
+    p.flush(Duration::from_secs(60)).expect("source acknowledged every record");
+}
+
+pub fn send_all(p: &ThreadedProducer<DefaultProducerContext>, topic: &str, records: &[TestRecord]) {
+    for r in records {
+        let mut br = BaseRecord::to(topic).partition(r.partition);
+        if let Some(k) = &r.key {
+            br = br.key(&k[..]);
+        }
+        if let Some(v) = &r.value {
+            br = br.payload(&v[..]);
+        }
+        if let Some(ts) = r.timestamp {
+            br = br.timestamp(ts);
+        }
+        if !r.headers.is_empty() {
+            let mut hs = OwnedHeaders::new();
+            for (k, v) in &r.headers {
+                hs = hs.insert(rdkafka::message::Header { key: k, value: v.as_deref() });
+            }
+            br = br.headers(hs);
+        }
+        let mut pending = br;
+        loop {
+            match p.send(pending) {
+                Ok(()) => break,
+                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                    pending = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err((e, _)) => panic!("produce to {topic}: {e}"),
+            }
+        }
+    }
+}
+
+/// Sum of (high watermark - low watermark) over the topic's partitions.
+pub fn record_count(bootstrap: &str, topic: &str) -> i64 {
+    let Some(n) = partition_count(bootstrap, topic) else { return 0 };
+    let c = consumer(bootstrap);
+    (0..n as i32).map(|p| c.fetch_watermarks(topic, p, Duration::from_secs(10)).map_or(0, |(lo, hi)| hi - lo)).sum()
+}
+
+/// Reads every partition of `topic` from the beginning until `expected` records in total
+/// arrived (or `timeout` passed), and returns them per partition in log order.
+pub fn read_all(bootstrap: &str, topic: &str, expected: usize, timeout: Duration) -> Vec<Vec<TestRecord>> {
+    let deadline = Instant::now() + timeout;
+    wait_until(timeout, || partition_count(bootstrap, topic).is_some());
+    let n = partition_count(bootstrap, topic).unwrap_or_else(|| panic!("{topic} never appeared"));
+    let c = consumer(bootstrap);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..n as i32 {
+        tpl.add_partition_offset(topic, p, Offset::Beginning).expect("tpl");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = vec![Vec::new(); n];
+    let mut total = 0;
+    while total < expected && Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let headers = m
+                .headers()
+                .map(|hs| hs.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                .unwrap_or_default();
+            out[m.partition() as usize].push(TestRecord {
+                partition: m.partition(),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
+                headers,
+                timestamp: m.timestamp().to_millis(),
+            });
+            total += 1;
+        }
+    }
+    out
+}
+
+pub fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+/// A free loopback port for a strait metrics endpoint.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// An mm2.properties for `us-east->us-west` replicating `topics`, plus `extra` lines.
+pub fn east_to_west(topics: &str, extra: &str) -> String {
+    let s = stand();
+    format!(
+        "clusters = us-east, us-west\nus-east.bootstrap.servers = {}\nus-west.bootstrap.servers = {}\nus-east->us-west.enabled = true\nus-east->us-west.topics = {topics}\nreplication.factor = 1\nrefresh.topics.interval.seconds = 1\n{extra}\n",
+        s.east, s.west
+    )
+}
+
+/// A running `strait run` process; killed when dropped.
+pub struct Strait {
+    pub child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+    config: PathBuf,
+}
+
+impl Strait {
+    pub fn start(config: &str) -> Self {
+        let dir = std::env::temp_dir().join("strait-tests");
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let id = unique("strait");
+        let path = dir.join(format!("{id}.properties"));
+        std::fs::write(&path, config).expect("write config");
+        Self::start_with(path, dir.join(format!("{id}.log")))
+    }
+
+    /// Starts another process on the same config file (a restart), logging to a new file.
+    pub fn restart(&self) -> Self {
+        Self::start_with(self.config.clone(), self.log.with_extension("restart.log"))
+    }
+
+    fn start_with(config: PathBuf, log: PathBuf) -> Self {
+        let metrics_port = free_port();
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .env("STRAIT_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn strait");
+        Self { child, metrics_port, log, config }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// The Prometheus page.
+    pub fn metrics(&self) -> String {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)) else { return String::new() };
+        let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        let mut body = String::new();
+        let _ = s.read_to_string(&mut body);
+        body
+    }
+}
+
+impl Drop for Strait {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Records per partition, for comparisons that ignore the (target-assigned) timestamps' absence.
+pub fn by_partition(records: &[TestRecord], partitions: usize) -> Vec<Vec<TestRecord>> {
+    let mut out = vec![Vec::new(); partitions];
+    for r in records {
+        out[r.partition as usize].push(r.clone());
+    }
+    out
+}
+
+pub fn strip_timestamps(parts: &mut [Vec<TestRecord>]) {
+    for p in parts.iter_mut() {
+        for r in p.iter_mut() {
+            r.timestamp = None;
+        }
+    }
+}
+
+pub type Counts = HashMap<String, i64>;
