@@ -19,7 +19,7 @@ echo "== creating orders (3 partitions, RF 3, min.insync.replicas=2) and produci
 $K topics us-east --create --topic orders --partitions 3 --replication-factor 3 --config min.insync.replicas=2 >/dev/null
 seq 1 200 | awk '{printf "order-%d:{\"id\":%d,\"amount\":%d}\n", $1, $1, $1*7%100}' |
   $K tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$EAST" --topic orders \
-    --producer-property acks=all --reader-property parse.key=true --reader-property key.separator=:
+    --command-property acks=all --reader-property parse.key=true --reader-property key.separator=:
 
 echo "== running strait on $CONFIG"
 LOG=$(mktemp /tmp/strait-demo.XXXXXX.log)
