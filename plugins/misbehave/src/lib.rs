@@ -1,0 +1,100 @@
+//! A policy that misbehaves on purpose, so strait's tests can show each failure is contained.
+//! `replication.policy.misbehave.mode` picks how: `refuse` (init says no), `trap` (panics in the
+//! record hook), `loop` (never returns), `alloc` (tries to take 4 GiB), `error` (returns an
+//! error), anything else behaves.
+
+use std::sync::OnceLock;
+
+wit_bindgen::generate!({ path: "../../wit", world: "policy" });
+
+use exports::strait::policy::{conflicts, filters, lifecycle, naming, records};
+use strait::policy::types::{Batch, HookSet, Incoming, KeyState, Property, Verdict};
+
+static MODE: OnceLock<String> = OnceLock::new();
+
+struct Misbehave;
+
+impl lifecycle::Guest for Misbehave {
+    fn init(_source: String, _target: String, properties: Vec<Property>) -> Result<(), String> {
+        let mode = properties.iter().find(|p| p.key == "replication.policy.misbehave.mode").map_or(String::new(), |p| p.value.clone());
+        if mode == "refuse" {
+            return Err("this flow is refused on purpose".into());
+        }
+        let _ = MODE.set(mode);
+        Ok(())
+    }
+
+    fn hooks() -> HookSet {
+        HookSet::RECORDS
+    }
+}
+
+impl records::Guest for Misbehave {
+    fn on_batch(records: Batch) -> Result<Verdict, String> {
+        match MODE.get().map(String::as_str) {
+            Some("trap") => panic!("misbehave: trap on purpose"),
+            Some("loop") => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            Some("alloc") => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                for _ in 0..64 {
+                    hoard.push(vec![1u8; 64 << 20]);
+                }
+                std::hint::black_box(&hoard);
+                Ok(Verdict { drop: Vec::new(), edits: Vec::new() })
+            }
+            Some("error") => Err(format!("refusing a batch of {} records", records.timestamps.len())),
+            _ => Ok(Verdict { drop: Vec::new(), edits: Vec::new() }),
+        }
+    }
+}
+
+impl naming::Guest for Misbehave {
+    fn format_remote_topic(_source_alias: String, topic: String) -> String {
+        topic
+    }
+    fn topic_source(_topic: String) -> Option<String> {
+        None
+    }
+    fn upstream_topic(_topic: String) -> Option<String> {
+        None
+    }
+    fn is_internal_topic(_topic: String) -> bool {
+        false
+    }
+    fn heartbeats_topic() -> String {
+        "heartbeats".into()
+    }
+    fn checkpoints_topic(cluster_alias: String) -> String {
+        cluster_alias
+    }
+    fn offset_syncs_topic(cluster_alias: String) -> String {
+        cluster_alias
+    }
+}
+
+impl filters::Guest for Misbehave {
+    fn topic(_topic: String) -> bool {
+        true
+    }
+    fn group(_group: String) -> bool {
+        true
+    }
+    fn topic_config(_key: String) -> bool {
+        true
+    }
+}
+
+impl conflicts::Guest for Misbehave {
+    fn resolve(_arriving: Incoming, _known: Option<KeyState>) -> bool {
+        true
+    }
+}
+
+// Exported only in the component: on the host the crate is built for its unit tests.
+#[cfg(target_arch = "wasm32")]
+export!(Misbehave);
