@@ -32,6 +32,12 @@ const FLOW_KEYS: &[&str] = &[
     "strait.channel.capacity",
 ];
 
+/// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
+/// policy component, which may define its own.
+fn is_flow_key(key: &str) -> bool {
+    FLOW_KEYS.contains(&key) || key.starts_with("replication.policy.")
+}
+
 /// Which built-in replication policy names remote topics (`replication.policy.class`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {
@@ -87,7 +93,6 @@ fn is_known_mm2_key(key: &str) -> bool {
         || key.starts_with("topic.filter.")
         || key.starts_with("group.filter.")
         || key.starts_with("dedicated.mode.")
-        || key.starts_with("replication.policy.")
         || key.starts_with("refresh.groups.")
         || matches!(key, "tasks.max" | "offset.lag.max" | "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
 }
@@ -135,14 +140,14 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         }
     }
     for (key, p) in &scopes.top {
-        let supported = key == "clusters" || key == "strait.metrics.listen" || FLOW_KEYS.contains(&key.as_str()) || is_common_client_key(key);
+        let supported = key == "clusters" || key == "strait.metrics.listen" || is_flow_key(key) || is_common_client_key(key);
         if !supported {
             let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
             warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
         }
     }
     for ((_, _, key), p) in &scopes.flow {
-        if !FLOW_KEYS.contains(&key.as_str()) {
+        if !is_flow_key(key) {
             let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
             warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
         }
@@ -259,6 +264,18 @@ impl FlowScope<'_> {
                 }
             },
         };
+        let mut policy_properties: BTreeMap<String, String> = BTreeMap::new();
+        for (key, p) in &self.scopes.top {
+            if key.starts_with("replication.policy.") {
+                policy_properties.insert(key.clone(), p.value.clone());
+            }
+        }
+        for ((source, target, key), p) in &self.scopes.flow {
+            if source == self.source && target == self.target && key.starts_with("replication.policy.") {
+                policy_properties.insert(key.clone(), p.value.clone());
+            }
+        }
+        let policy_wasm = self.get("replication.policy.wasm").map(|p| std::path::PathBuf::from(p.value.trim()));
         let separator = self.get("replication.policy.separator").map(|p| p.value.clone()).unwrap_or_else(|| ".".into());
         if separator.is_empty() {
             let line = self.get("replication.policy.separator").map_or(0, |p| p.line);
@@ -277,6 +294,8 @@ impl FlowScope<'_> {
             target: ClusterAlias::new(self.target),
             topics,
             policy,
+            policy_wasm,
+            policy_properties: policy_properties.into_iter().collect(),
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,

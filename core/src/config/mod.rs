@@ -72,6 +72,11 @@ pub struct FlowConfig {
     pub topics: TopicFilter,
     /// Which built-in replication policy names remote topics.
     pub policy: PolicyKind,
+    /// `replication.policy.wasm`: a user's policy component, and the line that names it.
+    pub policy_wasm: Option<PathBuf>,
+    /// Every `replication.policy.*` key of the flow (flow-level over top-level), handed to the
+    /// policy component's `init`.
+    pub policy_properties: Vec<(String, String)>,
     /// `replication.policy.separator` (default `.`).
     pub separator: String,
     /// `replication.factor` for remote topics; -1 takes the target broker's default.

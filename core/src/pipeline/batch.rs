@@ -2,6 +2,7 @@
 
 use crate::offsets::SlotId;
 
+
 /// One record header. Kafka allows a null header value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -26,6 +27,8 @@ pub struct Record {
     pub value: Option<Vec<u8>>,
     /// Headers in their original order.
     pub headers: Vec<Header>,
+    /// A target topic the policy routed this record to, instead of the slot's remote topic.
+    pub route: Option<std::sync::Arc<str>>,
 }
 
 impl Record {

@@ -158,6 +158,7 @@ fn to_record(slot: SlotId, m: &BorrowedMessage<'_>) -> Record {
         key: m.key().map(<[u8]>::to_vec),
         value: m.payload().map(<[u8]>::to_vec),
         headers,
+        route: None,
     }
 }
 

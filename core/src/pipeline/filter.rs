@@ -1,18 +1,22 @@
-//! Filter: decides per record whether it goes to the target. Dropped records still count as
-//! done for the partition's position (the batch keeps `fetched_through`).
+//! Filter: decides per record whether it goes to the target, through the policy component's
+//! record hook. Dropped records still count as done for the partition's position (the batch
+//! keeps `fetched_through`); a hook that fails stops the flow before the batch.
 
 use super::batch::Batch;
+use crate::policy::PolicyError;
 
 /// A record filter, applied to a whole batch at once.
 pub trait RecordFilter: Send {
-    /// Removes the records that must not be replicated.
-    fn filter(&mut self, batch: &mut Batch);
+    /// Removes (or rewrites) the records of `batch`; an error stops the flow before the batch.
+    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
 }
 
-/// Replicates every record.
+/// Replicates every record (a flow without a record hook).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct KeepAll;
 
 impl RecordFilter for KeepAll {
-    fn filter(&mut self, _batch: &mut Batch) {}
+    fn filter(&mut self, _batch: &mut Batch) -> Result<(), PolicyError> {
+        Ok(())
+    }
 }

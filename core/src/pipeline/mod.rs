@@ -30,6 +30,9 @@ pub enum FlowError {
     /// A topic could not be prepared on the target.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// A policy component failed to load, refused the flow, or failed in a hook.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     /// Topic discovery failed at start-up.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),

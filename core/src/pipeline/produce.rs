@@ -172,7 +172,12 @@ impl ProduceStage {
                 timestamp: record.timestamp,
                 bytes: record.size(),
             });
-            let out = to_kafka(record, &slot.remote_topic, slot.partition, delivery);
+            // A routed record leaves the partition to the target's partitioner: the route's
+            // partition count is not the source's.
+            let out = match &record.route {
+                Some(topic) => to_kafka(record, topic, None, delivery),
+                None => to_kafka(record, &slot.remote_topic, Some(slot.partition), delivery),
+            };
             self.send(out).map_err(|(reason, code)| Rejection { slot: record.slot, offset: record.offset, reason, code })?;
         }
         drop(slots);
@@ -252,8 +257,11 @@ impl ProduceStage {
     }
 }
 
-fn to_kafka<'a>(record: &'a Record, topic: &'a str, partition: i32, delivery: Box<Delivery>) -> BaseRecord<'a, [u8], [u8], Box<Delivery>> {
-    let mut out = BaseRecord::with_opaque_to(topic, delivery).partition(partition).timestamp(record.timestamp);
+fn to_kafka<'a>(record: &'a Record, topic: &'a str, partition: Option<i32>, delivery: Box<Delivery>) -> BaseRecord<'a, [u8], [u8], Box<Delivery>> {
+    let mut out = BaseRecord::with_opaque_to(topic, delivery).timestamp(record.timestamp);
+    if let Some(p) = partition {
+        out = out.partition(p);
+    }
     if let Some(k) = &record.key {
         out = out.key(&k[..]);
     }

@@ -18,7 +18,7 @@ use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError,
 use crate::config::{Config, FlowConfig};
 use crate::events::PositionsLoaded;
 use crate::offsets::store::{load_positions, positions_topic};
-use crate::policy;
+use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, WasmNaming};
 use crate::topics::Discovery;
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
@@ -96,15 +96,23 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let producer: BaseProducer<DeliveryContext> =
         create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone()))?;
 
+    let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
+    let naming = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
+    let mut filter: Box<dyn RecordFilter> = match &policy.records {
+        Some(component) => Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone())),
+        None => Box::new(KeepAll),
+    };
+
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
-    let mut discovery = Discovery::new(flow, policy::for_flow(flow), source_admin, target_admin, slots.clone(), positions, assign_tx);
+    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx);
     discovery.discover()?;
 
     let (fetched_tx, fetched_rx) = crossbeam_channel::bounded(flow.channel_capacity);
     let (filtered_tx, filtered_rx) = crossbeam_channel::bounded(flow.channel_capacity);
     let (transformed_tx, transformed_rx) = crossbeam_channel::bounded(flow.channel_capacity);
 
-    let spawn = |stage: &'static str, f: Box<dyn FnOnce() + Send>| -> Result<JoinHandle<()>, FlowError> {
+    type Stage = Box<dyn FnOnce() -> Result<(), FlowError> + Send>;
+    let spawn = |stage: &'static str, f: Stage| -> Result<JoinHandle<Result<(), FlowError>>, FlowError> {
         thread::Builder::new()
             .name(format!("{stage} {name}"))
             .spawn(f)
@@ -114,7 +122,16 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let mut helpers = Vec::new();
     if flow.refresh_topics {
         let (interval, stop) = (flow.refresh_interval, stop.clone());
-        helpers.push(("discovery", spawn("discovery", Box::new(move || discovery.run(interval, stop)))?));
+        helpers.push((
+            "discovery",
+            spawn(
+                "discovery",
+                Box::new(move || {
+                    discovery.run(interval, stop);
+                    Ok(())
+                }),
+            )?,
+        ));
     }
     let fetch = FetchStage {
         flow: name.clone(),
@@ -126,16 +143,36 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         max_records: flow.batch_max_records,
         max_bytes: flow.batch_max_bytes,
     };
-    helpers.push(("fetch", spawn("fetch", Box::new(move || fetch.run()))?));
-    let (flow_name, mut filter) = (name.clone(), Box::new(KeepAll) as Box<dyn RecordFilter>);
+    helpers.push((
+        "fetch",
+        spawn(
+            "fetch",
+            Box::new(move || {
+                fetch.run();
+                Ok(())
+            }),
+        )?,
+    ));
+    let (flow_name, stage_stop) = (name.clone(), stop.clone());
     helpers.push((
         "filter",
-        spawn("filter", Box::new(move || run_batches(&flow_name, "transform", fetched_rx, filtered_tx, |b| filter.filter(b))))?,
+        spawn(
+            "filter",
+            Box::new(move || Ok(run_batches(&flow_name, "transform", fetched_rx, filtered_tx, &stage_stop, |b| filter.filter(b))?)),
+        )?,
     ));
-    let (flow_name, mut transform) = (name.clone(), Box::new(Unchanged) as Box<dyn RecordTransform>);
+    let (flow_name, stage_stop, mut transform) = (name.clone(), stop.clone(), Box::new(Unchanged) as Box<dyn RecordTransform>);
     helpers.push((
         "transform",
-        spawn("transform", Box::new(move || run_batches(&flow_name, "produce", filtered_rx, transformed_tx, |b| transform.transform(b))))?,
+        spawn(
+            "transform",
+            Box::new(move || {
+                Ok(run_batches(&flow_name, "produce", filtered_rx, transformed_tx, &stage_stop, |b| {
+                    transform.transform(b);
+                    Ok(())
+                })?)
+            }),
+        )?,
     ));
 
     let produce = ProduceStage {
@@ -149,10 +186,14 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     };
     let result = produce.run();
     stop.store(true, Ordering::Relaxed);
+    let mut first_error = result.err();
     for (stage, handle) in helpers {
-        join(handle, &name, stage)?;
+        if let Err(e) = join(handle, &name, stage).and_then(|r| r) {
+            // A stage that failed is the cause; the produce stage only saw its channel close.
+            first_error = Some(first_error.map_or(e, |earlier| earlier));
+        }
     }
-    result
+    first_error.map_or(Ok(()), Err)
 }
 
 fn join<T>(handle: JoinHandle<T>, flow: &str, stage: &'static str) -> Result<T, FlowError> {

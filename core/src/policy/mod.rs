@@ -1,90 +1,67 @@
-//! Replication policy: how remote topics are named and which topics are internal.
+//! Replication policy: remote topic naming, internal topics, and the record hook, all from
+//! WebAssembly components that implement `wit/policy.wit`.
 //!
-//! The contract mirrors MM2's `ReplicationPolicy`. These native implementations are the
-//! reference the WASM components of the next milestone must match; the pipeline only sees the
-//! [`ReplicationPolicy`] trait.
+//! `strait run` embeds the `default` and `identity` components built from `plugins/`;
+//! `replication.policy.wasm = path` loads a user's component. There is no native copy of a
+//! policy on the data path: the pipeline sees only [`ReplicationPolicy`] and
+//! [`crate::pipeline::RecordFilter`], both backed by component instances.
 
-use crate::config::{FlowConfig, PolicyKind};
+pub mod builtin;
+mod wasm;
+
+pub use wasm::{PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmNaming};
+
+use crate::config::FlowConfig;
 
 /// Names remote topics and recognises internal ones, as MM2's `ReplicationPolicy` does.
 pub trait ReplicationPolicy: Send + Sync {
     /// The name `topic` of cluster `source_alias` gets on the target.
-    fn format_remote_topic(&self, source_alias: &str, topic: &str) -> String;
+    fn format_remote_topic(&self, source_alias: &str, topic: &str) -> Result<String, PolicyError>;
     /// The alias of the cluster a remote topic came from, or `None` for a local topic.
-    fn topic_source(&self, topic: &str) -> Option<String>;
+    fn topic_source(&self, topic: &str) -> Result<Option<String>, PolicyError>;
     /// The topic's name on the cluster it came from, or `None` for a local topic.
-    fn upstream_topic(&self, topic: &str) -> Option<String>;
+    fn upstream_topic(&self, topic: &str) -> Result<Option<String>, PolicyError>;
     /// Whether a topic belongs to Kafka or to a replicator and must never be mirrored.
-    fn is_internal_topic(&self, topic: &str) -> bool {
-        topic.ends_with(".internal") || topic.ends_with("-internal") || topic.starts_with("__") || topic.starts_with('.')
-    }
+    fn is_internal_topic(&self, topic: &str) -> Result<bool, PolicyError>;
 }
 
-/// Builds the policy a flow's `replication.policy.class` selects.
-pub fn for_flow(flow: &FlowConfig) -> Box<dyn ReplicationPolicy> {
-    match flow.policy {
-        PolicyKind::Default => Box::new(DefaultPolicy { separator: flow.separator.clone() }),
-        PolicyKind::Identity => Box::new(IdentityPolicy { source_alias: flow.source.to_string() }),
-    }
+/// The components a flow runs: one that names topics, and optionally one with a record hook.
+pub struct FlowPolicy {
+    /// Names remote topics (the built-in selected by `replication.policy.class`, or the user's
+    /// component when it implements naming).
+    pub naming: std::sync::Arc<PolicyComponent>,
+    /// The user's component, when `replication.policy.wasm` names one with a record hook.
+    pub records: Option<std::sync::Arc<PolicyComponent>>,
 }
 
-/// MM2's `DefaultReplicationPolicy`: `us-east.orders` for `orders` from `us-east`.
-#[derive(Debug, Clone)]
-pub struct DefaultPolicy {
-    /// `replication.policy.separator`.
-    pub separator: String,
-}
-
-impl ReplicationPolicy for DefaultPolicy {
-    fn format_remote_topic(&self, source_alias: &str, topic: &str) -> String {
-        format!("{source_alias}{}{topic}", self.separator)
-    }
-
-    fn topic_source(&self, topic: &str) -> Option<String> {
-        // Java's String.split drops trailing empty strings, so `a.` has one part, not two.
-        let mut parts = topic.split(self.separator.as_str());
-        let first = parts.next()?;
-        parts.any(|p| !p.is_empty()).then(|| first.to_string())
-    }
-
-    fn upstream_topic(&self, topic: &str) -> Option<String> {
-        let source = self.topic_source(topic)?;
-        Some(topic[source.len() + self.separator.len()..].to_string())
-    }
-}
-
-/// MM2's `IdentityReplicationPolicy`: remote topics keep their names, so cycles cannot be told
-/// apart by name and active-active needs other means.
-#[derive(Debug, Clone)]
-pub struct IdentityPolicy {
-    /// The flow's source alias, which MM2's identity policy reports as every topic's source.
-    pub source_alias: String,
-}
-
-impl ReplicationPolicy for IdentityPolicy {
-    fn format_remote_topic(&self, _source_alias: &str, topic: &str) -> String {
-        topic.to_string()
-    }
-    fn topic_source(&self, _topic: &str) -> Option<String> {
-        None
-    }
-    fn upstream_topic(&self, _topic: &str) -> Option<String> {
-        None
+impl FlowPolicy {
+    /// Compiles the components `flow` asks for.
+    pub fn load(engine: &PolicyEngine, flow: &FlowConfig) -> Result<Self, PolicyError> {
+        let builtin = engine.builtin(flow.policy)?;
+        let Some(path) = &flow.policy_wasm else {
+            return Ok(Self { naming: builtin, records: None });
+        };
+        let user = engine.load_file(path)?;
+        let hooks = user.probe_hooks(flow)?;
+        Ok(Self {
+            naming: if hooks.naming { user.clone() } else { builtin },
+            records: hooks.records.then_some(user),
+        })
     }
 }
 
 /// MM2's `isCycle`: whether `topic` already came from `target_alias`, directly or through
 /// other clusters, so mirroring it there would loop.
-pub fn is_cycle(policy: &dyn ReplicationPolicy, topic: &str, target_alias: &str) -> bool {
+pub fn is_cycle(policy: &dyn ReplicationPolicy, topic: &str, target_alias: &str) -> Result<bool, PolicyError> {
     let mut current = topic.to_string();
     // Each step strips one alias, so the depth is bounded by the name's length.
     loop {
-        match policy.topic_source(&current) {
-            None => return false,
-            Some(source) if source == target_alias => return true,
-            Some(_) => match policy.upstream_topic(&current) {
-                Some(up) if up != current => current = up,
-                _ => return false,
+        match policy.topic_source(&current)? {
+            None => return Ok(false),
+            Some(source) if source == target_alias => return Ok(true),
+            Some(_) => match policy.upstream_topic(&current)? {
+                Some(up) if up != current && up.len() < current.len() => current = up,
+                _ => return Ok(false),
             },
         }
     }
@@ -93,34 +70,58 @@ pub fn is_cycle(policy: &dyn ReplicationPolicy, topic: &str, target_alias: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
-    fn default() -> DefaultPolicy {
-        DefaultPolicy { separator: ".".into() }
+    fn flow(extra: &str) -> FlowConfig {
+        let text = format!("clusters = us-east, us-west\nus-east.bootstrap.servers = h:1\nus-west.bootstrap.servers = h:2\nus-east->us-west.enabled = true\n{extra}");
+        Config::parse(&text).unwrap().flows.remove(0)
+    }
+
+    fn naming(extra: &str) -> WasmNaming {
+        let flow = flow(extra);
+        let policy = FlowPolicy::load(PolicyEngine::shared().unwrap(), &flow).unwrap();
+        WasmNaming::new(policy.naming.instantiate(&flow).unwrap())
     }
 
     #[test]
-    fn default_policy_names_like_mm2() {
-        let p = default();
-        assert_eq!(p.format_remote_topic("us-east", "orders"), "us-east.orders");
-        assert_eq!(p.topic_source("us-east.orders").as_deref(), Some("us-east"));
-        assert_eq!(p.upstream_topic("us-west.us-east.orders").as_deref(), Some("us-east.orders"));
-        assert_eq!(p.topic_source("orders"), None);
-        assert_eq!(p.topic_source("orders."), None);
-        let dash = DefaultPolicy { separator: "__".into() };
-        assert_eq!(dash.format_remote_topic("a", "t.x"), "a__t.x");
-        assert_eq!(dash.upstream_topic("a__t.x").as_deref(), Some("t.x"));
-    }
-
-    #[test]
-    fn internal_topics_and_cycles() {
-        let p = default();
-        for t in ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden"] {
-            assert!(p.is_internal_topic(t), "{t}");
+    fn the_default_component_names_like_mm2() {
+        let p = naming("");
+        assert_eq!(p.format_remote_topic("us-east", "orders").unwrap(), "us-east.orders");
+        assert_eq!(p.topic_source("us-east.orders").unwrap().as_deref(), Some("us-east"));
+        assert_eq!(p.upstream_topic("us-west.us-east.orders").unwrap().as_deref(), Some("us-east.orders"));
+        assert_eq!(p.topic_source("orders").unwrap(), None);
+        for t in ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden", "strait-offsets.a.internal"] {
+            assert!(p.is_internal_topic(t).unwrap(), "{t}");
         }
-        assert!(!p.is_internal_topic("heartbeats"));
-        assert!(is_cycle(&p, "us-west.orders", "us-west"));
-        assert!(is_cycle(&p, "us-east.us-west.orders", "us-west"));
-        assert!(!is_cycle(&p, "us-east.orders", "us-west"));
-        assert!(!is_cycle(&IdentityPolicy { source_alias: "a".into() }, "b.orders", "b"));
+        assert!(!p.is_internal_topic("heartbeats").unwrap());
+        assert!(is_cycle(&p, "us-west.orders", "us-west").unwrap());
+        assert!(is_cycle(&p, "us-east.us-west.orders", "us-west").unwrap());
+        assert!(!is_cycle(&p, "us-east.orders", "us-west").unwrap());
+    }
+
+    #[test]
+    fn the_separator_reaches_the_component() {
+        let p = naming("replication.policy.separator = __\n");
+        assert_eq!(p.format_remote_topic("a", "t.x").unwrap(), "a__t.x");
+        assert_eq!(p.upstream_topic("a__t.x").unwrap().as_deref(), Some("t.x"));
+    }
+
+    #[test]
+    fn the_identity_component_keeps_names_and_prefixes_only_heartbeats() {
+        let p = naming("replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n");
+        assert_eq!(p.format_remote_topic("us-east", "orders").unwrap(), "orders");
+        assert_eq!(p.format_remote_topic("us-east", "heartbeats").unwrap(), "us-east.heartbeats");
+        assert_eq!(p.topic_source("orders").unwrap().as_deref(), Some("us-east"));
+        assert!(!is_cycle(&p, "orders", "us-west").unwrap());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_component_is_refused_with_its_name() {
+        let engine = PolicyEngine::shared().unwrap();
+        let err = engine.compile("junk.wasm", b"not wasm at all").err().unwrap().to_string();
+        assert!(err.contains("junk.wasm") && err.contains("not a WebAssembly component"), "{err}");
+        let core_module = b"\0asm\x01\0\0\0";
+        let err = engine.compile("module.wasm", core_module).err().unwrap().to_string();
+        assert!(err.contains("module.wasm") && err.contains("not a WebAssembly component"), "{err}");
     }
 }

@@ -14,7 +14,7 @@ use crate::config::{FlowConfig, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated};
 use crate::offsets::store::Positions;
 use crate::pipeline::{NewPartition, Slot, Slots};
-use crate::policy::{is_cycle, ReplicationPolicy};
+use crate::policy::{is_cycle, PolicyError, ReplicationPolicy};
 
 /// Why a discovery round failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,9 @@ pub enum DiscoveryError {
     /// A topic could not be created or grown.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The naming policy failed.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
 }
 
 /// Finds source topics to replicate and prepares them on the target.
@@ -72,18 +75,21 @@ impl Discovery {
     }
 
     /// MM2's `shouldReplicateTopic`: listed, not internal, and not already from the target.
-    pub fn should_replicate(&self, topic: &str) -> bool {
-        self.filter.matches(topic) && !self.policy.is_internal_topic(topic) && !is_cycle(self.policy.as_ref(), topic, &self.target_alias)
+    pub fn should_replicate(&self, topic: &str) -> Result<bool, PolicyError> {
+        Ok(self.filter.matches(topic)
+            && !self.policy.is_internal_topic(topic)?
+            && !is_cycle(self.policy.as_ref(), topic, &self.target_alias)?)
     }
 
     /// One round: returns how many partitions were newly handed to the fetcher.
     pub fn discover(&mut self) -> Result<usize, DiscoveryError> {
         let source_topics = self.source.partition_counts()?;
-        let mut wanted: Vec<(&String, i32)> = source_topics
-            .iter()
-            .filter(|(t, n)| self.assigned.get(*t).is_none_or(|have| have < *n) && self.should_replicate(t))
-            .map(|(t, n)| (t, *n))
-            .collect();
+        let mut wanted: Vec<(&String, i32)> = Vec::new();
+        for (t, n) in &source_topics {
+            if self.assigned.get(t).is_none_or(|have| have < n) && self.should_replicate(t)? {
+                wanted.push((t, *n));
+            }
+        }
         if wanted.is_empty() {
             return Ok(0);
         }
@@ -91,7 +97,7 @@ impl Discovery {
         let target_topics = self.target.partition_counts()?;
         let mut new = Vec::new();
         for (topic, partitions) in wanted {
-            let remote = self.policy.format_remote_topic(&self.source_alias, topic);
+            let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
             let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs: Vec::new() };
             match self.target.ensure_topic(&spec, target_topics.get(&remote).copied())? {
                 Ensured::Created => TopicCreated { flow: &self.flow, topic: &remote, partitions }.emit(),

@@ -1,0 +1,148 @@
+//! One wasmtime engine per process, with an epoch ticker that bounds every call, and the
+//! compiled components.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+use super::bindings::PolicyPre;
+use super::error::PolicyError;
+use super::instance::{HostState, PolicyInstance};
+use crate::config::{FlowConfig, PolicyKind};
+use crate::policy::builtin;
+
+/// How often the epoch advances; call deadlines are counted in these ticks.
+const TICK: Duration = Duration::from_millis(10);
+/// The version of the contract, for messages.
+pub(crate) const CONTRACT: &str = "strait:policy@0.1.0";
+
+/// Limits every instance runs under.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Linear memory per instance, in bytes.
+    pub memory_bytes: usize,
+    /// Wall time per call, in epoch ticks.
+    pub call_ticks: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { memory_bytes: 64 << 20, call_ticks: 100 }
+    }
+}
+
+/// The process's policy engine.
+pub struct PolicyEngine {
+    engine: Engine,
+    linker: Linker<HostState>,
+    limits: Limits,
+    builtins: Mutex<HashMap<&'static str, Arc<PolicyComponent>>>,
+}
+
+/// A component compiled once and ready to instantiate on any thread.
+pub struct PolicyComponent {
+    pub(crate) name: String,
+    pub(crate) pre: PolicyPre<HostState>,
+    pub(crate) engine: Engine,
+    pub(crate) limits: Limits,
+}
+
+/// Which hooks a component implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hooks {
+    /// `naming.*`.
+    pub naming: bool,
+    /// `records.on-batch`.
+    pub records: bool,
+}
+
+impl PolicyEngine {
+    /// The process-wide engine (created on first use, with default limits).
+    pub fn shared() -> Result<&'static PolicyEngine, PolicyError> {
+        static ENGINE: OnceLock<Result<PolicyEngine, String>> = OnceLock::new();
+        ENGINE
+            .get_or_init(|| PolicyEngine::new(Limits::default()).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| PolicyError::Incompatible { plugin: "engine".into(), reason: e.clone() })
+    }
+
+    fn new(limits: Limits) -> Result<Self, wasmtime::Error> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        // Async component features cost ~4x on an empty call and no hook needs them.
+        config.concurrency_support(false);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        let ticker = engine.weak();
+        std::thread::Builder::new().name("policy epoch".into()).spawn(move || {
+            while let Some(engine) = ticker.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })?;
+        Ok(Self { engine, linker, limits, builtins: Mutex::default() })
+    }
+
+    /// The embedded component for `replication.policy.class`.
+    pub fn builtin(&self, kind: PolicyKind) -> Result<Arc<PolicyComponent>, PolicyError> {
+        let (name, bytes) = match kind {
+            PolicyKind::Default => ("built-in DefaultReplicationPolicy", builtin::DEFAULT),
+            PolicyKind::Identity => ("built-in IdentityReplicationPolicy", builtin::IDENTITY),
+        };
+        let mut cache = self.builtins.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache.get(name) {
+            return Ok(c.clone());
+        }
+        let compiled = self.compile(name, bytes)?;
+        cache.insert(name, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// Reads and compiles a user's component.
+    pub fn load_file(&self, path: &Path) -> Result<Arc<PolicyComponent>, PolicyError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| PolicyError::Read { plugin: name.clone(), source })?;
+        self.compile(&name, &bytes)
+    }
+
+    /// Compiles `bytes` and checks them against the contract.
+    pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<Arc<PolicyComponent>, PolicyError> {
+        let component = Component::from_binary(&self.engine, bytes).map_err(|e| PolicyError::NotAComponent {
+            plugin: name.to_string(),
+            reason: format!("{:#}", e).lines().next().unwrap_or_default().to_string(),
+        })?;
+        let incompatible = |reason: String| PolicyError::Incompatible { plugin: name.to_string(), reason };
+        let exports: Vec<String> =
+            component.component_type().exports(&self.engine).map(|(export, _)| export.to_string()).collect();
+        if let Some(other) = exports.iter().find(|e| e.starts_with("strait:policy/") && !e.ends_with("@0.1.0")) {
+            return Err(incompatible(format!("it exports `{other}`, built against another version of the contract than {CONTRACT}")));
+        }
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| incompatible(format!("{e:#}")))?;
+        let pre = PolicyPre::new(pre).map_err(|e| incompatible(format!("{e:#} (it exports: {})", exports.join(", "))))?;
+        Ok(Arc::new(PolicyComponent { name: name.to_string(), pre, engine: self.engine.clone(), limits: self.limits }))
+    }
+}
+
+impl PolicyComponent {
+    /// The plugin's name in messages: its path, or which built-in it is.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A fresh instance, initialised with `flow`'s properties.
+    pub fn instantiate(&self, flow: &FlowConfig) -> Result<PolicyInstance, PolicyError> {
+        PolicyInstance::new(self, flow)
+    }
+
+    /// Which hooks the component implements (instantiates it once to ask).
+    pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
+        Ok(self.instantiate(flow)?.hooks())
+    }
+}

@@ -1,0 +1,101 @@
+//! One instance of a component: its store (memory cap, no files, network or environment) and
+//! typed calls, each under a deadline.
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::strait::policy::types::{Batch, HookSet, Property, Verdict};
+use super::bindings::Policy;
+use super::engine::{Hooks, PolicyComponent};
+use super::error::PolicyError;
+use crate::config::FlowConfig;
+
+/// What the store of an instance holds.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A live instance, used by one thread at a time.
+pub struct PolicyInstance {
+    store: Store<HostState>,
+    bindings: Policy,
+    name: String,
+    hooks: Hooks,
+    call_ticks: u64,
+    memory_mib: usize,
+}
+
+impl PolicyInstance {
+    pub(crate) fn new(component: &PolicyComponent, flow: &FlowConfig) -> Result<Self, PolicyError> {
+        let limits = StoreLimitsBuilder::new().memory_size(component.limits.memory_bytes).trap_on_grow_failure(true).build();
+        // An empty WASI context: no preopened directories, environment, arguments or sockets.
+        let state = HostState { wasi: WasiCtx::builder().build(), table: ResourceTable::new(), limits };
+        let mut store = Store::new(&component.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(component.limits.call_ticks);
+        let bindings = component.pre.instantiate(&mut store).map_err(|e| PolicyError::Incompatible {
+            plugin: component.name.clone(),
+            reason: format!("instantiation failed: {e:#}"),
+        })?;
+        let mut instance = Self {
+            store,
+            bindings,
+            name: component.name.clone(),
+            hooks: Hooks::default(),
+            call_ticks: component.limits.call_ticks,
+            memory_mib: component.limits.memory_bytes >> 20,
+        };
+        let properties: Vec<Property> = flow.policy_properties.iter().map(|(key, value)| Property { key: key.clone(), value: value.clone() }).collect();
+        let (source, target) = (flow.source.to_string(), flow.target.to_string());
+        instance
+            .call("init", |b, s| b.strait_policy_lifecycle().call_init(s, &source, &target, &properties))?
+            .map_err(|message| PolicyError::Refused { plugin: instance.name.clone(), message })?;
+        let set = instance.call("hooks", |b, s| b.strait_policy_lifecycle().call_hooks(s))?;
+        instance.hooks = Hooks { naming: set.contains(HookSet::NAMING), records: set.contains(HookSet::RECORDS) };
+        Ok(instance)
+    }
+
+    /// The hooks the component said it implements.
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Calls `hook` under the call deadline and turns traps into [`PolicyError::Hook`].
+    pub(crate) fn call<T>(
+        &mut self,
+        hook: &'static str,
+        f: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<T>,
+    ) -> Result<T, PolicyError> {
+        self.store.set_epoch_deadline(self.call_ticks);
+        f(&self.bindings, &mut self.store).map_err(|e| {
+            let cause = match e.downcast_ref::<Trap>() {
+                Some(Trap::Interrupt) => format!("ran longer than {} ms (an endless loop?) and was stopped", self.call_ticks * 10),
+                _ if format!("{e:#}").contains("growing memory") => {
+                    format!("tried to grow its memory past the {} MiB limit and was stopped", self.memory_mib)
+                }
+                _ => format!("trapped: {}", format!("{e:#}").lines().next().unwrap_or_default()),
+            };
+            PolicyError::Hook { plugin: self.name.clone(), hook, cause }
+        })
+    }
+
+    /// `records.on-batch`.
+    pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, PolicyError> {
+        let verdict = self.call("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
+        verdict.map_err(|message| PolicyError::Hook { plugin: self.name.clone(), hook: "records.on-batch", cause: message })
+    }
+}

@@ -1,0 +1,19 @@
+//! The wasmtime host of policy components: bindings generated from `wit/policy.wit`, one
+//! engine per process, each component compiled once and instantiated per worker thread.
+
+mod engine;
+mod error;
+mod instance;
+mod naming;
+mod records;
+
+pub use engine::{PolicyComponent, PolicyEngine};
+pub use error::PolicyError;
+pub use instance::PolicyInstance;
+pub use naming::WasmNaming;
+pub use records::RecordHook;
+
+/// Bindings generated from the WIT contract.
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
+}
