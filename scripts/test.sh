@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests, and the integration tests on real Kafka clusters on loopback,
+# Runs every test: unit tests (engine and policy components), and the integration tests on real Kafka clusters on loopback,
 # which this script starts (scripts/kafka.sh) and stops again afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,3 +8,5 @@ trap '$K stop-all >/dev/null 2>&1 || true' EXIT
 $K start us-east 3 19092 >/dev/null
 $K start us-west 1 29092 >/dev/null
 cargo test --workspace "$@"
+# The policy components' own unit tests run on the host.
+cargo test --manifest-path plugins/Cargo.toml

@@ -338,3 +338,21 @@ pub fn strip_timestamps(parts: &mut [Vec<TestRecord>]) {
 }
 
 pub type Counts = HashMap<String, i64>;
+
+/// Builds the policy components in `plugins/` (once per test binary) and returns the path of
+/// `strait_policy_<name>.wasm`.
+pub fn plugin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(repo_root().join("plugins/Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .expect("cargo");
+        assert!(out.status.success(), "building plugins/ failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    });
+    let path = repo_root().join(format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", name.replace('-', "_")));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
