@@ -50,17 +50,20 @@ fn headers_null_keys_tombstones_and_timestamps_survive() {
     let s = stand();
     let topic = unique("shapes");
     create_topic(&s.east, &topic, 2, 1, &[]);
+    // Explicit timestamps an hour back: old enough to tell from append time, young enough that
+    // the brokers' 7-day retention does not delete them mid-test.
+    let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 3_600_000;
     let sent = vec![
-        TestRecord { partition: 0, key: None, value: Some(b"no key".to_vec()), headers: vec![], timestamp: Some(1_600_000_000_000) },
-        TestRecord { partition: 0, key: Some(b"k".to_vec()), value: None, headers: vec![], timestamp: Some(1_600_000_000_001) },
+        TestRecord { partition: 0, key: None, value: Some(b"no key".to_vec()), headers: vec![], timestamp: Some(base) },
+        TestRecord { partition: 0, key: Some(b"k".to_vec()), value: None, headers: vec![], timestamp: Some(base + 1) },
         TestRecord {
             partition: 1,
             key: Some(b"h".to_vec()),
             value: Some(vec![0, 159, 146, 150]),
             headers: vec![("trace".into(), Some(b"abc".to_vec())), ("null-header".into(), None), ("trace".into(), Some(b"dup".to_vec()))],
-            timestamp: Some(1_700_000_000_000),
+            timestamp: Some(base - 60_000),
         },
-        TestRecord { partition: 1, key: None, value: None, headers: vec![("only".into(), Some(vec![]))], timestamp: Some(1_700_000_000_002) },
+        TestRecord { partition: 1, key: None, value: None, headers: vec![("only".into(), Some(vec![]))], timestamp: Some(base + 2) },
     ];
     produce(&s.east, &topic, &sent, &[]);
     let strait = Strait::start(&east_to_west(&topic, ""));
