@@ -41,6 +41,7 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = dispatch(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -72,6 +73,17 @@ fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>) -> anyhow::Re
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing the signal handler")?;
     }
+    // SIGHUP reloads policy components from their files (they also reload when the file changes).
+    let mut hangups = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]).context("installing the SIGHUP handler")?;
+    std::thread::Builder::new()
+        .name("sighup".into())
+        .spawn(move || {
+            for _ in hangups.forever() {
+                tracing::info!("SIGHUP: reloading policy components");
+                strait_core::policy::request_reload();
+            }
+        })
+        .context("starting the SIGHUP thread")?;
     strait_core::pipeline::run(&config, stop)?;
     tracing::info!("strait stopped; positions stored");
     Ok(())

@@ -30,6 +30,7 @@ const FLOW_KEYS: &[&str] = &[
     "strait.batch.max.records",
     "strait.batch.max.bytes",
     "strait.channel.capacity",
+    "strait.policy.clock",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -296,6 +297,7 @@ impl FlowScope<'_> {
             policy,
             policy_wasm,
             policy_properties: policy_properties.into_iter().collect(),
+            policy_clock: self.parse_or("strait.policy.clock", false)?,
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,

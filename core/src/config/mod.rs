@@ -77,6 +77,8 @@ pub struct FlowConfig {
     /// Every `replication.policy.*` key of the flow (flow-level over top-level), handed to the
     /// policy component's `init`.
     pub policy_properties: Vec<(String, String)>,
+    /// `strait.policy.clock`: whether policy components may read real clocks (default false).
+    pub policy_clock: bool,
     /// `replication.policy.separator` (default `.`).
     pub separator: String,
     /// `replication.factor` for remote topics; -1 takes the target broker's default.

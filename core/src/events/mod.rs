@@ -156,3 +156,37 @@ impl FlowRetrying<'_> {
         counter!("strait_flow_retries_total", "flow" => self.flow.to_string()).increment(1);
     }
 }
+
+/// A policy component was reloaded from its file.
+pub struct PolicyReloaded<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The component's file.
+    pub plugin: &'a str,
+}
+
+impl PolicyReloaded<'_> {
+    /// Logs and counts.
+    pub fn emit(&self) {
+        info!(flow = self.flow, plugin = self.plugin, "policy reloaded; the next batch uses it");
+        counter!("strait_policy_reloads_total", "flow" => self.flow.to_string(), "result" => "ok").increment(1);
+    }
+}
+
+/// A changed policy file did not load; the running policy stays.
+pub struct PolicyReloadFailed<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The component's file.
+    pub plugin: &'a str,
+    /// Why.
+    pub error: &'a str,
+}
+
+impl PolicyReloadFailed<'_> {
+    /// Logs and counts.
+    pub fn emit(&self) {
+        warn!(flow = self.flow, plugin = self.plugin, error = self.error, "policy reload failed; keeping the running policy");
+        counter!("strait_policy_reloads_total", "flow" => self.flow.to_string(), "result" => "failed").increment(1);
+    }
+}

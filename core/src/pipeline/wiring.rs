@@ -83,6 +83,8 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?;
     let target = config.cluster(&flow.target).ok_or_else(|| missing(flow.target.as_str()))?;
 
+    // A broken policy is found before any cluster is touched.
+    let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
     let source_admin = ClusterAdmin::connect(source, &flow.source_admin)?;
     check_reachable(source_admin.client(), source, REACH_TIMEOUT)?;
     let target_admin = ClusterAdmin::connect(target, &flow.target_admin)?;
@@ -96,10 +98,9 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let producer: BaseProducer<DeliveryContext> =
         create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone()))?;
 
-    let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
     let naming = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filter: Box<dyn RecordFilter> = match &policy.records {
-        Some(component) => Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone())),
+        Some(component) => Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)),
         None => Box::new(KeepAll),
     };
 

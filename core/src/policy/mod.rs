@@ -9,7 +9,7 @@
 pub mod builtin;
 mod wasm;
 
-pub use wasm::{PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmNaming};
+pub use wasm::{request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmNaming};
 
 use crate::config::FlowConfig;
 

@@ -24,6 +24,28 @@ impl WasiView for HostState {
     }
 }
 
+/// The clock a policy sees unless the config grants time: always zero, so a policy's decisions
+/// depend on its input alone.
+struct FrozenClock;
+
+impl wasmtime_wasi::HostWallClock for FrozenClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
 /// A live instance, used by one thread at a time.
 pub struct PolicyInstance {
     store: Store<HostState>,
@@ -37,8 +59,13 @@ pub struct PolicyInstance {
 impl PolicyInstance {
     pub(crate) fn new(component: &PolicyComponent, flow: &FlowConfig) -> Result<Self, PolicyError> {
         let limits = StoreLimitsBuilder::new().memory_size(component.limits.memory_bytes).trap_on_grow_failure(true).build();
-        // An empty WASI context: no preopened directories, environment, arguments or sockets.
-        let state = HostState { wasi: WasiCtx::builder().build(), table: ResourceTable::new(), limits };
+        // An empty WASI context: no preopened directories, environment, arguments or sockets,
+        // and clocks frozen at zero unless `strait.policy.clock = true` grants real time.
+        let mut wasi = WasiCtx::builder();
+        if !flow.policy_clock {
+            wasi.wall_clock(FrozenClock).monotonic_clock(FrozenClock);
+        }
+        let state = HostState { wasi: wasi.build(), table: ResourceTable::new(), limits };
         let mut store = Store::new(&component.engine, state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(component.limits.call_ticks);

@@ -11,7 +11,7 @@ pub use engine::{PolicyComponent, PolicyEngine};
 pub use error::PolicyError;
 pub use instance::PolicyInstance;
 pub use naming::WasmNaming;
-pub use records::RecordHook;
+pub use records::{request_reload, RecordHook};
 
 /// Bindings generated from the WIT contract.
 pub(crate) mod bindings {

@@ -1,13 +1,39 @@
 //! The record hook: a batch crosses into the component as one packed buffer (see
 //! `types.batch` in the WIT), and only the records the verdict names are touched on the way back.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::bindings::strait::policy::types::{Batch as WitBatch, Verdict};
+use super::engine::PolicyEngine;
 use super::error::PolicyError;
 use super::instance::PolicyInstance;
+use crate::config::FlowConfig;
+use crate::events::{PolicyReloadFailed, PolicyReloaded};
 use crate::offsets::SlotId;
 use crate::pipeline::{Batch, Header, RecordFilter, Slots};
+
+/// Bumped on every SIGHUP (see [`request_reload`]); each hook reloads when it sees a new value.
+static RELOAD_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Asks every record hook loaded from a file to reload it before its next batch.
+pub fn request_reload() {
+    RELOAD_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Where a hook's component came from, to load it again when it changes.
+struct Reload {
+    path: PathBuf,
+    flow: FlowConfig,
+    modified: Option<SystemTime>,
+    generation: u64,
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
 
 /// `u32` entries per record in the packed index.
 const STRIDE: usize = 8;
@@ -19,12 +45,65 @@ pub struct RecordHook {
     instance: PolicyInstance,
     slots: Slots,
     packed: WitBatch,
+    reload: Option<Reload>,
 }
 
 impl RecordHook {
     /// Wraps an instance whose component implements `records`.
     pub fn new(instance: PolicyInstance, slots: Slots) -> Self {
-        Self { instance, slots, packed: WitBatch { topics: Vec::new(), index: Vec::new(), timestamps: Vec::new(), data: Vec::new() } }
+        Self {
+            instance,
+            slots,
+            packed: WitBatch { topics: Vec::new(), index: Vec::new(), timestamps: Vec::new(), data: Vec::new() },
+            reload: None,
+        }
+    }
+
+    /// Reloads the component from `flow`'s `replication.policy.wasm` when the file changes or
+    /// on SIGHUP, between two batches, so no record is lost or handled twice.
+    pub fn reloading(mut self, flow: &FlowConfig) -> Self {
+        if let Some(path) = &flow.policy_wasm {
+            self.reload = Some(Reload {
+                path: path.clone(),
+                flow: flow.clone(),
+                modified: modified(path),
+                generation: RELOAD_GENERATION.load(Ordering::Relaxed),
+            });
+        }
+        self
+    }
+
+    /// Swaps in a new instance if the file changed or a reload was requested. A file that does
+    /// not load keeps the running instance (the operator may be half-way through a copy).
+    fn maybe_reload(&mut self) {
+        let Some(r) = self.reload.as_mut() else { return };
+        // One stat per batch (about a microsecond) makes the swap land exactly at the next batch.
+        let generation = RELOAD_GENERATION.load(Ordering::Relaxed);
+        let now_modified = modified(&r.path);
+        if generation == r.generation && now_modified == r.modified {
+            return;
+        }
+        r.generation = generation;
+        r.modified = now_modified;
+        let flow_name = r.flow.name();
+        let plugin = r.path.display().to_string();
+        let loaded = PolicyEngine::shared()
+            .and_then(|engine| engine.load_file(&r.path))
+            .and_then(|component| component.instantiate(&r.flow))
+            .and_then(|instance| {
+                if instance.hooks().records {
+                    Ok(instance)
+                } else {
+                    Err(PolicyError::Incompatible { plugin: plugin.clone(), reason: "the new component has no record hook".into() })
+                }
+            });
+        match loaded {
+            Ok(instance) => {
+                self.instance = instance;
+                PolicyReloaded { flow: &flow_name, plugin: &plugin }.emit();
+            }
+            Err(e) => PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &e.to_string() }.emit(),
+        }
     }
 
     /// Packs `batch` into the reusable buffers.
@@ -118,6 +197,7 @@ fn unpack_headers(mut bytes: &[u8]) -> Option<Vec<Header>> {
 
 impl RecordFilter for RecordHook {
     fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+        self.maybe_reload();
         if batch.records.is_empty() {
             return Ok(());
         }
