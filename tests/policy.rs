@@ -79,7 +79,7 @@ fn a_hook_that_traps_loops_hoards_memory_or_errors_stops_the_flow_before_its_bat
 }
 
 #[test]
-fn a_plugin_that_refuses_its_config_or_is_not_a_component_stops_strait_with_one_clear_line() {
+fn a_plugin_that_refuses_its_config_or_does_not_fit_the_contract_stops_strait_with_one_clear_line() {
     let s = stand();
     let topic = unique("refused");
     create_topic(&s.east, &topic, 1, 1, &[]);
@@ -89,6 +89,18 @@ fn a_plugin_that_refuses_its_config_or_is_not_a_component_stops_strait_with_one_
     let log = refused.log_text();
     assert!(log.lines().last().unwrap_or_default().contains("refused the flow's configuration: this flow is refused on purpose"), "{log}");
 
+    for (plugin_name, expected) in [
+        ("old-contract", "strait:policy/lifecycle@0.0.9"),
+        ("partial", "does not implement strait:policy@0.1.0"),
+    ] {
+        let path = plugin(plugin_name);
+        let mut wrong = Strait::start(&east_to_west(&topic, &format!("replication.policy.wasm = {}\n", path.display())));
+        assert!(!wrong.wait_exit(WAIT).expect("exits").success());
+        let log = wrong.log_text();
+        let last = log.lines().last().unwrap_or_default();
+        assert!(last.contains(&path.display().to_string()) && last.contains(expected), "{plugin_name}: {log}");
+    }
+
     let junk = std::env::temp_dir().join(format!("{}.wasm", unique("junk")));
     std::fs::write(&junk, b"\0asm\x01\0\0\0").unwrap();
     let mut broken = Strait::start(&east_to_west(&topic, &format!("replication.policy.wasm = {}\n", junk.display())));
@@ -96,4 +108,45 @@ fn a_plugin_that_refuses_its_config_or_is_not_a_component_stops_strait_with_one_
     let log = broken.log_text();
     let last = log.lines().last().unwrap_or_default();
     assert!(last.contains(&junk.display().to_string()) && last.contains("not a WebAssembly component"), "{log}");
+}
+
+#[test]
+fn replacing_the_wasm_file_or_sighup_swaps_the_policy_between_batches_without_loss_or_duplicates() {
+    let s = stand();
+    let topic = unique("reload");
+    create_topic(&s.east, &topic, 1, 1, &[]);
+    let live = std::env::temp_dir().join(format!("{}.wasm", unique("live-policy")));
+    std::fs::copy(plugin("header-filter"), &live).unwrap();
+    let config = east_to_west(&topic, &format!("replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n", live.display()));
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    let batch = |tag: &str| -> Vec<TestRecord> { (0..10).map(|i| TestRecord::kv(0, tag, &format!(r#"{{"card":"{tag}-{i}"}}"#))).collect() };
+
+    produce(&s.east, &topic, &batch("before"), &[]);
+    assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 10), "log:\n{}", strait.log_text());
+
+    // An operator's deploy: write the new component next to the old one, then rename over it.
+    let staged = live.with_extension("staged");
+    std::fs::copy(plugin("misbehave"), &staged).unwrap(); // without a mode it forwards everything unchanged
+    std::fs::rename(&staged, &live).unwrap();
+    // The hook looks at the file between batches, so the next batch already meets the new policy.
+    produce(&s.east, &topic, &batch("after"), &[]);
+    assert!(wait_until(WAIT, || record_count(&s.west, &remote) >= 20), "log:\n{}", strait.log_text());
+    std::thread::sleep(Duration::from_secs(2));
+    let got = read_all(&s.west, &remote, 20, WAIT);
+    let values: Vec<String> = got[0].iter().map(|r| String::from_utf8(r.value.clone().unwrap_or_default()).unwrap_or_default()).collect();
+    assert_eq!(values.len(), 20, "no loss, no duplicate: {values:?}");
+    assert!(values[..10].iter().all(|v| v == r#"{"card":"***"}"#), "{values:?}");
+    assert_eq!(values[10..].to_vec(), (0..10).map(|i| format!(r#"{{"card":"after-{i}"}}"#)).collect::<Vec<_>>());
+    assert_eq!(strait.log_text().matches("policy reloaded").count(), 1, "log:\n{}", strait.log_text());
+
+    let status = std::process::Command::new("kill").args(["-HUP", &strait.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    produce(&s.east, &topic, &batch("hup"), &[]);
+    assert!(
+        wait_until(Duration::from_secs(30), || strait.log_text().matches("policy reloaded").count() == 2),
+        "SIGHUP reloads before the next batch; log:\n{}",
+        strait.log_text()
+    );
+    assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 30));
 }
