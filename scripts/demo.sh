@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 K=scripts/kafka.sh
 CONFIG=examples/active-passive/mm2.properties
 
+scripts/ensure-toolchain.sh
 echo "== building strait (release)"
 cargo build --release --quiet
 STRAIT=target/release/strait

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 K=scripts/kafka.sh
+scripts/ensure-toolchain.sh
 trap '$K stop-all >/dev/null 2>&1 || true' EXIT
 $K start us-east 3 19092 >/dev/null
 $K start us-west 1 29092 >/dev/null
