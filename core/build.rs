@@ -8,7 +8,7 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let plugins = manifest_dir.join("../plugins");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for watched in ["../plugins/Cargo.toml", "../plugins/default", "../plugins/identity", "../plugins/mm2-naming", "../wit"] {
+    for watched in ["../plugins/Cargo.toml", "../plugins/default", "../plugins/identity", "../plugins/mm2-naming", "../plugins/neutral", "../wit"] {
         println!("cargo:rerun-if-changed={watched}");
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -9,8 +9,8 @@ use mm2_naming as rules;
 
 wit_bindgen::generate!({ path: "../../wit", world: "policy" });
 
-use exports::strait::policy::{conflicts, filters, lifecycle, naming, records};
-use strait::policy::types::{Batch, HookSet, Incoming, KeyState, Property, Verdict};
+use exports::strait::policy::{lifecycle, naming};
+use strait::policy::types::{HookSet, Property};
 
 static SEPARATOR: OnceLock<String> = OnceLock::new();
 
@@ -59,30 +59,10 @@ impl naming::Guest for DefaultPolicy {
     }
 }
 
-// Not listed in `hooks`, so strait never calls these; they answer neutrally all the same.
-impl filters::Guest for DefaultPolicy {
-    fn topic(_topic: String) -> bool {
-        true
-    }
-    fn group(_group: String) -> bool {
-        true
-    }
-    fn topic_config(_key: String) -> bool {
-        true
-    }
-}
-
-impl records::Guest for DefaultPolicy {
-    fn on_batch(_records: Batch) -> Result<Verdict, String> {
-        Ok(Verdict { drop: Vec::new(), edits: Vec::new() })
-    }
-}
-
-impl conflicts::Guest for DefaultPolicy {
-    fn resolve(_arriving: Incoming, _known: Option<KeyState>) -> bool {
-        true
-    }
-}
+// Hooks not listed by `hooks()`: strait never calls them.
+strait_policy_neutral::neutral_filters!(DefaultPolicy);
+strait_policy_neutral::neutral_records!(DefaultPolicy);
+strait_policy_neutral::neutral_conflicts!(DefaultPolicy);
 
 // Exported only in the component: on the host the crate is built for its unit tests.
 #[cfg(target_arch = "wasm32")]

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 wit_bindgen::generate!({ path: "../../wit", world: "policy" });
 
-use exports::strait::policy::{conflicts, filters, lifecycle, naming, records};
-use strait::policy::types::{Batch, Edit, HookSet, Incoming, KeyState, Property, Verdict};
+use exports::strait::policy::{lifecycle, records};
+use strait::policy::types::{Batch, Edit, HookSet, Property, Verdict};
 
 pub mod packed;
 
@@ -112,48 +112,10 @@ impl records::Guest for HeaderFilter {
     }
 }
 
-// HookSet not listed by `hooks()`: strait never calls them.
-impl naming::Guest for HeaderFilter {
-    fn format_remote_topic(_source_alias: String, topic: String) -> String {
-        topic
-    }
-    fn topic_source(_topic: String) -> Option<String> {
-        None
-    }
-    fn upstream_topic(_topic: String) -> Option<String> {
-        None
-    }
-    fn is_internal_topic(_topic: String) -> bool {
-        false
-    }
-    fn heartbeats_topic() -> String {
-        "heartbeats".into()
-    }
-    fn checkpoints_topic(cluster_alias: String) -> String {
-        format!("{cluster_alias}.checkpoints.internal")
-    }
-    fn offset_syncs_topic(cluster_alias: String) -> String {
-        format!("mm2-offset-syncs.{cluster_alias}.internal")
-    }
-}
-
-impl filters::Guest for HeaderFilter {
-    fn topic(_topic: String) -> bool {
-        true
-    }
-    fn group(_group: String) -> bool {
-        true
-    }
-    fn topic_config(_key: String) -> bool {
-        true
-    }
-}
-
-impl conflicts::Guest for HeaderFilter {
-    fn resolve(_arriving: Incoming, _known: Option<KeyState>) -> bool {
-        true
-    }
-}
+// Hooks not listed by `hooks()`: strait never calls them.
+strait_policy_neutral::neutral_naming!(HeaderFilter);
+strait_policy_neutral::neutral_filters!(HeaderFilter);
+strait_policy_neutral::neutral_conflicts!(HeaderFilter);
 
 // Exported only in the component: on the host the crate is built for its unit tests.
 #[cfg(target_arch = "wasm32")]
