@@ -1,7 +1,10 @@
 //! Source positions: which records the target acknowledged, and where that is stored.
 
+pub mod mm2;
 mod progress;
 pub mod store;
+mod translate;
 pub mod wire;
 
 pub use progress::{Progress, SlotId};
+pub use translate::{SyncRule, Translator};
