@@ -31,6 +31,10 @@ const FLOW_KEYS: &[&str] = &[
     "strait.batch.max.bytes",
     "strait.channel.capacity",
     "strait.policy.clock",
+    "emit.offset-syncs.enabled",
+    "offset-syncs.topic.location",
+    "offset-syncs.topic.replication.factor",
+    "offset.lag.max",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -95,7 +99,7 @@ fn is_known_mm2_key(key: &str) -> bool {
         || key.starts_with("group.filter.")
         || key.starts_with("dedicated.mode.")
         || key.starts_with("refresh.groups.")
-        || matches!(key, "tasks.max" | "offset.lag.max" | "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
+        || matches!(key, "tasks.max" | "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
 }
 
 struct Scopes {
@@ -298,6 +302,7 @@ impl FlowScope<'_> {
             policy_wasm,
             policy_properties: policy_properties.into_iter().collect(),
             policy_clock: self.parse_or("strait.policy.clock", false)?,
+            offset_syncs: self.offset_syncs()?,
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,
@@ -309,9 +314,31 @@ impl FlowScope<'_> {
             channel_capacity: positive("strait.channel.capacity", 4)? as usize,
             consumer: self.client(self.source, ClientRole::Consumer, warnings),
             producer: self.client(self.target, ClientRole::Producer, warnings),
+            source_producer: self.client(self.source, ClientRole::Producer, warnings),
             source_admin: self.client(self.source, ClientRole::Admin, warnings),
             target_admin: self.client(self.target, ClientRole::Admin, warnings),
         })
+    }
+
+    fn offset_syncs(&self) -> Result<Option<super::OffsetSyncConfig>, ConfigError> {
+        if !self.parse_or("emit.offset-syncs.enabled", true)? {
+            return Ok(None);
+        }
+        let location = match self.get("offset-syncs.topic.location") {
+            None => super::SyncLocation::Source,
+            Some(p) => match p.value.trim() {
+                "source" => super::SyncLocation::Source,
+                "target" => super::SyncLocation::Target,
+                other => {
+                    return Err(ConfigError::BadValue { line: p.line, key: p.key.clone(), reason: format!("is `{other}`; use `source` or `target`") })
+                }
+            },
+        };
+        Ok(Some(super::OffsetSyncConfig {
+            location,
+            max_lag: self.parse_or("offset.lag.max", 100)?,
+            replication_factor: self.parse_or("offset-syncs.topic.replication.factor", -1)?,
+        }))
     }
 
     /// MM2's `clusterProps`: `<alias>.<role>.<key>`, then `<alias>.<common key>`, then top-level

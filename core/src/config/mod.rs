@@ -97,14 +97,38 @@ pub struct FlowConfig {
     pub batch_max_bytes: usize,
     /// Batches each stage channel holds (`strait.channel.capacity`, default 4).
     pub channel_capacity: usize,
+    /// Offset syncs (`emit.offset-syncs.enabled`, default true): where and how often.
+    pub offset_syncs: Option<OffsetSyncConfig>,
     /// Settings for the consumer on the source cluster.
     pub consumer: ClientSettings,
     /// Settings for the producer on the target cluster.
     pub producer: ClientSettings,
+    /// Settings for a producer on the source cluster (offset syncs kept there).
+    pub source_producer: ClientSettings,
     /// Settings for the admin client on the source cluster.
     pub source_admin: ClientSettings,
     /// Settings for the admin client on the target cluster.
     pub target_admin: ClientSettings,
+}
+
+/// Which cluster holds a flow's offset-syncs topic (`offset-syncs.topic.location`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncLocation {
+    /// The source cluster (MM2's default), topic named after the target alias.
+    Source,
+    /// The target cluster, topic named after the source alias.
+    Target,
+}
+
+/// MM2's offset-sync settings of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetSyncConfig {
+    /// `offset-syncs.topic.location`.
+    pub location: SyncLocation,
+    /// `offset.lag.max` (default 100).
+    pub max_lag: i64,
+    /// `offset-syncs.topic.replication.factor` (default -1, the broker default).
+    pub replication_factor: i32,
 }
 
 impl FlowConfig {

@@ -13,7 +13,7 @@ mod wiring;
 pub use batch::{Batch, Header, Record};
 pub use fetch::{FetchStage, NewPartition};
 pub use filter::{KeepAll, RecordFilter};
-pub use produce::{Delivery, DeliveryContext, ProduceStage};
+pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
 pub use wiring::{run, run_flow};

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
@@ -18,7 +19,8 @@ use super::fetch::now_millis;
 use super::{FlowError, Slots};
 use crate::events::{FlowRetrying, PositionsStored, RecordRejected};
 use crate::offsets::store::{encode_key, encode_value};
-use crate::offsets::{Progress, SlotId};
+use crate::offsets::mm2::OffsetSync;
+use crate::offsets::{Progress, SlotId, SyncRule};
 
 /// What a delivery report is about.
 pub enum Delivery {
@@ -32,6 +34,9 @@ pub enum Delivery {
         timestamp: i64,
         /// Its size, for the byte count.
         bytes: usize,
+        /// Whether the policy routed it away from its remote topic (then it is no mirror and
+        /// gets no offset sync).
+        routed: bool,
     },
     /// A position record.
     Position,
@@ -51,6 +56,10 @@ struct DeliveryState {
     progress: Progress,
     rejected: Option<Rejection>,
     position_write_failed: bool,
+    /// MM2's emission rule per slot, present when offset syncs are on.
+    sync_rules: Option<(i64, Vec<Option<SyncRule>>)>,
+    /// Syncs due, in acknowledgement order; the produce loop writes them out.
+    pending_syncs: Vec<(SlotId, OffsetSync)>,
 }
 
 /// The producer's context: receives delivery reports on the produce thread.
@@ -60,13 +69,28 @@ pub struct DeliveryContext {
 }
 
 impl DeliveryContext {
-    /// A context for a flow whose partitions are in `slots`.
-    pub fn new(slots: Slots) -> Self {
-        Self { state: Mutex::default(), slots }
+    /// A context for a flow whose partitions are in `slots`; `offset_lag_max` turns on MM2's
+    /// offset-sync rule.
+    pub fn new(slots: Slots, offset_lag_max: Option<i64>) -> Self {
+        let state = DeliveryState { sync_rules: offset_lag_max.map(|lag| (lag, Vec::new())), ..DeliveryState::default() };
+        Self { state: Mutex::new(state), slots }
     }
 
     fn state(&self) -> MutexGuard<'_, DeliveryState> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl DeliveryState {
+    fn rule_check(&mut self, slot: SlotId, upstream: i64, downstream: i64) {
+        let Some((lag, rules)) = self.sync_rules.as_mut() else { return };
+        let i = slot as usize;
+        if rules.len() <= i {
+            rules.resize(i + 1, None);
+        }
+        if rules[i].get_or_insert_with(|| SyncRule::new(*lag)).update(upstream, downstream) {
+            self.pending_syncs.push((slot, OffsetSync { upstream, downstream }));
+        }
     }
 }
 
@@ -78,8 +102,11 @@ impl ProducerContext for DeliveryContext {
     fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
         let mut state = self.state();
         match (*opaque, result) {
-            (Delivery::Record { slot, offset, timestamp, bytes }, Ok(_)) => {
+            (Delivery::Record { slot, offset, timestamp, bytes, routed }, Ok(message)) => {
                 state.progress.acked(slot, offset);
+                if !routed {
+                    state.rule_check(slot, offset, message.offset());
+                }
                 if let Some(s) = self.slots.read().get(slot as usize) {
                     s.metrics.acked(bytes, now_millis() - timestamp);
                 }
@@ -111,6 +138,16 @@ pub struct ProduceStage {
     pub flush_interval: Duration,
     /// Set to stop the whole process (on a fatal error here, or by a signal).
     pub stop: Arc<AtomicBool>,
+    /// Where offset syncs go, when `emit.offset-syncs.enabled`.
+    pub offset_syncs: Option<OffsetSyncSink>,
+}
+
+/// The producer and topic that receive a flow's offset syncs.
+pub struct OffsetSyncSink {
+    /// A producer on the cluster `offset-syncs.topic.location` names.
+    pub producer: ThreadedProducer<DefaultProducerContext>,
+    /// `mm2-offset-syncs.<alias>.internal`.
+    pub topic: String,
 }
 
 /// How long a just-created remote topic or partition may take to show in producer metadata.
@@ -137,6 +174,7 @@ impl ProduceStage {
                 Err(RecvTimeoutError::Disconnected) => break Ok(()),
             }
             self.producer.poll(Duration::ZERO);
+            self.emit_offset_syncs();
             if last_store.elapsed() >= self.flush_interval {
                 self.store_positions();
                 last_store = Instant::now();
@@ -148,7 +186,11 @@ impl ProduceStage {
         // Wait for what is in flight, then store how far the acknowledged prefix reached.
         let _ = self.producer.flush(SHUTDOWN_FLUSH);
         self.store_positions();
+        self.emit_offset_syncs();
         let _ = self.producer.flush(SHUTDOWN_FLUSH);
+        if let Some(sink) = &self.offset_syncs {
+            let _ = sink.producer.flush(SHUTDOWN_FLUSH);
+        }
         let rejected = outcome.err().or_else(|| self.producer.context().state().rejected.clone());
         match rejected {
             None => Ok(()),
@@ -171,6 +213,7 @@ impl ProduceStage {
                 offset: record.offset,
                 timestamp: record.timestamp,
                 bytes: record.size(),
+                routed: record.route.is_some(),
             });
             // A routed record leaves the partition to the target's partitioner: the route's
             // partition count is not the source's.
@@ -210,6 +253,30 @@ impl ProduceStage {
                     self.producer.poll(Duration::from_millis(100));
                 }
                 Err((e, _)) => return Err((e.to_string(), e.rdkafka_error_code())),
+            }
+        }
+    }
+
+    /// Writes the offset syncs that came due since the last call (MM2's layout; the source
+    /// topic-partition is the key).
+    fn emit_offset_syncs(&self) {
+        let Some(sink) = &self.offset_syncs else { return };
+        let due: Vec<(SlotId, OffsetSync)> = {
+            let mut state = self.producer.context().state();
+            if state.pending_syncs.is_empty() {
+                return;
+            }
+            std::mem::take(&mut state.pending_syncs)
+        };
+        let slots = self.slots.read();
+        for (slot, sync) in due {
+            let Some(s) = slots.get(slot as usize) else { continue };
+            let key = OffsetSync::encode_key(&s.source_topic, s.partition);
+            let value = sync.encode_value();
+            // A lost sync only makes translation coarser; it never loses data, so a full queue
+            // drops it rather than stalling replication.
+            if let Err((e, _)) = sink.producer.send(BaseRecord::to(&sink.topic).key(&key[..]).payload(&value[..])) {
+                FlowRetrying { flow: &self.flow, what: &format!("offset sync to {} not sent: {e}", sink.topic) }.emit();
             }
         }
     }

@@ -10,15 +10,17 @@ use rdkafka::producer::BaseProducer;
 
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
-use super::produce::{DeliveryContext, ProduceStage};
+use super::produce::{DeliveryContext, OffsetSyncSink, ProduceStage};
 use super::stage::run_batches;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, REACH_TIMEOUT};
-use crate::config::{Config, FlowConfig};
+use crate::cluster::TopicSpec;
+use crate::config::{Config, FlowConfig, SyncLocation};
+use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use crate::events::PositionsLoaded;
 use crate::offsets::store::{load_positions, positions_topic};
-use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, WasmNaming};
+use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, WasmNaming};
 use crate::topics::Discovery;
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
@@ -96,12 +98,34 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let slots = Slots::default();
     let consumer: BaseConsumer = create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
     let producer: BaseProducer<DeliveryContext> =
-        create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone()))?;
+        create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone(), flow.offset_syncs.map(|c| c.max_lag)))?;
 
-    let naming = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
+    let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filter: Box<dyn RecordFilter> = match &policy.records {
         Some(component) => Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)),
         None => Box::new(KeepAll),
+    };
+
+    let offset_syncs = match flow.offset_syncs {
+        None => None,
+        Some(cfg) => {
+            // MM2 names the topic after the other cluster of the flow.
+            let (cluster, settings, admin, named_after) = match cfg.location {
+                SyncLocation::Source => (source, &flow.source_producer, &source_admin, target.alias.as_str()),
+                SyncLocation::Target => (target, &flow.producer, &target_admin, source.alias.as_str()),
+            };
+            let topic = naming.offset_syncs_topic(named_after)?;
+            let spec = TopicSpec {
+                name: topic.clone(),
+                partitions: 1,
+                replication_factor: cfg.replication_factor,
+                configs: vec![("cleanup.policy".into(), "compact".into())],
+            };
+            admin.ensure_topic(&spec, admin.partition_counts()?.get(&topic).copied())?;
+            let producer: ThreadedProducer<DefaultProducerContext> =
+                create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)?;
+            Some(OffsetSyncSink { producer, topic })
+        }
     };
 
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
@@ -184,6 +208,7 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         positions_topic: positions_topic(source.alias.as_str()),
         flush_interval: flow.offset_flush_interval,
         stop: stop.clone(),
+        offset_syncs,
     };
     let result = produce.run();
     stop.store(true, Ordering::Relaxed);

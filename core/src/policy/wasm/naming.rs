@@ -85,4 +85,10 @@ impl ReplicationPolicy for WasmNaming {
             },
         )
     }
+
+    fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PolicyError> {
+        // Asked once per flow at start-up: no cache needed.
+        let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.call("naming.offset-syncs-topic", |b, s| b.strait_policy_naming().call_offset_syncs_topic(s, cluster_alias))
+    }
 }
