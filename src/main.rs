@@ -27,11 +27,35 @@ enum Command {
         #[arg(long, value_name = "ADDR:PORT")]
         metrics_listen: Option<SocketAddr>,
     },
+    /// Consumer-group offsets across clusters.
+    Offsets {
+        #[command(subcommand)]
+        command: OffsetsCommand,
+    },
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
         /// The MM2 properties file.
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum OffsetsCommand {
+    /// Print where a group can resume on the other cluster (MM2's RemoteClusterUtils.translateOffsets).
+    Translate {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// The consumer group.
+        #[arg(long)]
+        group: String,
+        /// The cluster the group consumed from.
+        #[arg(long, value_name = "ALIAS")]
+        from: String,
+        /// The cluster it moves to.
+        #[arg(long, value_name = "ALIAS")]
+        to: String,
     },
 }
 
@@ -53,6 +77,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, metrics_listen } => run(&config, metrics_listen),
         Command::Validate { config } => validate(&config),
+        Command::Offsets { command: OffsetsCommand::Translate { config, group, from, to } } => translate(&config, &group, &from, &to),
     }
 }
 
@@ -106,5 +131,22 @@ fn validate(path: &std::path::Path) -> anyhow::Result<()> {
         println!("  consumer {:?}\n  producer {:?}", flow.consumer, flow.producer);
     }
     println!("{} warning(s)", config.warnings.len());
+    Ok(())
+}
+
+fn translate(path: &std::path::Path, group: &str, from: &str, to: &str) -> anyhow::Result<()> {
+    let config = load(path)?;
+    let flow = config
+        .flows
+        .iter()
+        .find(|f| f.source.as_str() == from && f.target.as_str() == to)
+        .with_context(|| format!("{} has no enabled flow {from}->{to}: add `{from}->{to}.enabled = true`", path.display()))?;
+    let rows = strait_core::offsets::group::translate_group(&config, flow, group)?;
+    println!("group {group}: {from} -> {to}");
+    println!("{:<32} {:>9} {:>12}  {:<40} {:>12}", "topic", "partition", "committed", "remote topic", "translated");
+    let show = |o: Option<i64>| o.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for r in rows {
+        println!("{:<32} {:>9} {:>12}  {:<40} {:>12}", r.topic, r.partition, show(r.committed), r.remote_topic, show(r.translated));
+    }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Source positions: which records the target acknowledged, and where that is stored.
 
+pub mod group;
 pub mod mm2;
 mod progress;
 pub mod store;

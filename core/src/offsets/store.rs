@@ -75,51 +75,66 @@ pub fn load_positions(
         what: "preparing the position topic".into(),
         reason: e.to_string(),
     })?;
+    let mut positions = Positions::new();
+    read_topic(target, settings, &spec.name, timeout, |k, v| {
+        if let Some((id, offset)) = decode(k, v) {
+            positions.insert(id, offset);
+        }
+    })?;
+    Ok(positions)
+}
+
+/// Reads partition 0 of a single-partition internal topic from its beginning to its current
+/// end, handing every record's key and value to `on_record`.
+pub fn read_topic(
+    cluster: &ClusterConfig,
+    settings: &ClientSettings,
+    topic: &str,
+    timeout: Duration,
+    mut on_record: impl FnMut(&[u8], &[u8]),
+) -> Result<(), ClusterError> {
     let consumer: BaseConsumer = create_client(
-        target,
+        cluster,
         settings,
         "consumer",
         &[],
         &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
         rdkafka::consumer::DefaultConsumerContext,
     )?;
-    let fail = |what: &str, reason: String| ClusterError::Client { alias: target.alias.to_string(), what: what.into(), reason };
+    let fail = |what: &str, reason: String| ClusterError::Client { alias: cluster.alias.to_string(), what: format!("{what} {topic}"), reason };
     let deadline = Instant::now() + timeout;
     // A just-created topic may need a moment before its leader answers.
     let (low, high) = loop {
-        match consumer.fetch_watermarks(&spec.name, 0, Duration::from_secs(5)) {
+        match consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
             Ok(w) => break w,
-            Err(e) if Instant::now() > deadline => return Err(fail("reading the position topic's end", e.to_string())),
+            Err(e) if Instant::now() > deadline => return Err(fail("finding the end of", e.to_string())),
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     };
-    let mut positions = Positions::new();
     if high <= low {
-        return Ok(positions);
+        return Ok(());
     }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&spec.name, 0, Offset::Beginning).map_err(|e| fail("assigning the position topic", e.to_string()))?;
-    consumer.assign(&tpl).map_err(|e| fail("assigning the position topic", e.to_string()))?;
+    tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| fail("assigning", e.to_string()))?;
+    consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
     loop {
         if Instant::now() > deadline {
-            return Err(fail("reading stored positions", format!("not done within {}s", timeout.as_secs())));
+            return Err(fail("reading", format!("not done within {}s", timeout.as_secs())));
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
                 if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    if let Some((id, offset)) = decode(k, v) {
-                        positions.insert(id, offset);
-                    }
+                    on_record(k, v);
                 }
                 if m.offset() >= high - 1 {
-                    return Ok(positions);
+                    return Ok(());
                 }
             }
-            Some(Err(e)) => return Err(fail("reading stored positions", e.to_string())),
+            Some(Err(e)) => return Err(fail("reading", e.to_string())),
             None => {
-                if let Ok(Some(pos)) = consumer.position().map(|p| p.find_partition(&spec.name, 0).and_then(|e| e.offset().to_raw())) {
+                if let Ok(Some(pos)) = consumer.position().map(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw())) {
                     if pos >= high {
-                        return Ok(positions);
+                        return Ok(());
                     }
                 }
             }

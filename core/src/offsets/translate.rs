@@ -77,6 +77,11 @@ impl Translator {
         self.partitions.entry((topic.to_string(), partition)).or_default().add(sync);
     }
 
+    /// Every source partition with at least one sync.
+    pub fn partitions(&self) -> impl Iterator<Item = &(String, i32)> {
+        self.partitions.keys()
+    }
+
     /// The downstream offset a group at `upstream` can resume from, or `None` when no sync is
     /// old enough to translate it without risking a skip.
     pub fn translate(&self, topic: &str, partition: i32, upstream: i64) -> Option<i64> {
