@@ -17,6 +17,7 @@
 pub mod config;
 pub mod cluster;
 pub mod events;
+pub mod heartbeats;
 pub mod offsets;
 pub mod pipeline;
 pub mod policy;

@@ -24,6 +24,14 @@ pub struct TopicSpec {
     pub configs: Vec<(String, String)>,
 }
 
+impl TopicSpec {
+    /// A single-partition compacted topic, the shape of every replicator-internal topic
+    /// (positions, offset syncs, heartbeats).
+    pub fn compacted_single(name: impl Into<String>, replication_factor: i32) -> Self {
+        Self { name: name.into(), partitions: 1, replication_factor, configs: vec![("cleanup.policy".into(), "compact".into())] }
+    }
+}
+
 /// What [`ClusterAdmin::ensure_topic`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ensured {
@@ -86,6 +94,16 @@ impl ClusterAdmin {
             reason: e.to_string(),
         })?;
         Ok(md.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect())
+    }
+
+    /// Looks the topic up, then [`ClusterAdmin::ensure_topic`].
+    pub fn ensure_exists(&self, spec: &TopicSpec) -> Result<Ensured, ClusterError> {
+        let existing = self.partition_counts()?.get(&spec.name).copied();
+        self.ensure_topic(spec, existing).map_err(|e| ClusterError::Client {
+            alias: self.alias.clone(),
+            what: format!("preparing topic `{}`", spec.name),
+            reason: e.to_string(),
+        })
     }
 
     /// Makes sure `spec.name` exists with at least `spec.partitions` partitions.

@@ -35,6 +35,9 @@ const FLOW_KEYS: &[&str] = &[
     "offset-syncs.topic.location",
     "offset-syncs.topic.replication.factor",
     "offset.lag.max",
+    "emit.heartbeats.enabled",
+    "emit.heartbeats.interval.seconds",
+    "heartbeats.topic.replication.factor",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -303,6 +306,12 @@ impl FlowScope<'_> {
             policy_properties: policy_properties.into_iter().collect(),
             policy_clock: self.parse_or("strait.policy.clock", false)?,
             offset_syncs: self.offset_syncs()?,
+            heartbeats: if self.parse_or("emit.heartbeats.enabled", true)? {
+                Some(Duration::from_secs(positive("emit.heartbeats.interval.seconds", 1)?))
+            } else {
+                None
+            },
+            heartbeats_replication_factor: self.parse_or("heartbeats.topic.replication.factor", -1)?,
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,

@@ -99,6 +99,10 @@ pub struct FlowConfig {
     pub channel_capacity: usize,
     /// Offset syncs (`emit.offset-syncs.enabled`, default true): where and how often.
     pub offset_syncs: Option<OffsetSyncConfig>,
+    /// `emit.heartbeats.enabled` (default true) and `emit.heartbeats.interval.seconds` (default 1).
+    pub heartbeats: Option<Duration>,
+    /// `heartbeats.topic.replication.factor` (default -1, the broker default).
+    pub heartbeats_replication_factor: i32,
     /// Settings for the consumer on the source cluster.
     pub consumer: ClientSettings,
     /// Settings for the producer on the target cluster.

@@ -26,12 +26,7 @@ pub fn positions_topic(source_alias: &str) -> String {
 
 /// The spec strait creates the position topic with.
 pub fn positions_topic_spec(source_alias: &str, replication_factor: i32) -> TopicSpec {
-    TopicSpec {
-        name: positions_topic(source_alias),
-        partitions: 1,
-        replication_factor,
-        configs: vec![("cleanup.policy".into(), "compact".into())],
-    }
+    TopicSpec::compacted_single(positions_topic(source_alias), replication_factor)
 }
 
 /// Encodes the key of a position record.
@@ -69,12 +64,7 @@ pub fn load_positions(
     timeout: Duration,
 ) -> Result<Positions, ClusterError> {
     let spec = positions_topic_spec(source_alias, replication_factor);
-    let existing = admin.partition_counts()?.get(&spec.name).copied();
-    admin.ensure_topic(&spec, existing).map_err(|e| ClusterError::Client {
-        alias: target.alias.to_string(),
-        what: "preparing the position topic".into(),
-        reason: e.to_string(),
-    })?;
+    admin.ensure_exists(&spec)?;
     let mut positions = Positions::new();
     read_topic(target, settings, &spec.name, timeout, |k, v| {
         if let Some((id, offset)) = decode(k, v) {

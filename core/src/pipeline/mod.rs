@@ -11,7 +11,7 @@ mod transform;
 mod wiring;
 
 pub use batch::{Batch, Header, Record};
-pub use fetch::{FetchStage, NewPartition};
+pub use fetch::{now_millis, FetchStage, NewPartition};
 pub use filter::{KeepAll, RecordFilter};
 pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage};
 pub use slots::{Slot, Slots};

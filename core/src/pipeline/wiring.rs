@@ -19,6 +19,7 @@ use crate::cluster::TopicSpec;
 use crate::config::{Config, FlowConfig, SyncLocation};
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use crate::events::PositionsLoaded;
+use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::store::{load_positions, positions_topic};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, WasmNaming};
 use crate::topics::Discovery;
@@ -115,16 +116,28 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
                 SyncLocation::Target => (target, &flow.producer, &target_admin, source.alias.as_str()),
             };
             let topic = naming.offset_syncs_topic(named_after)?;
-            let spec = TopicSpec {
-                name: topic.clone(),
-                partitions: 1,
-                replication_factor: cfg.replication_factor,
-                configs: vec![("cleanup.policy".into(), "compact".into())],
-            };
-            admin.ensure_topic(&spec, admin.partition_counts()?.get(&topic).copied())?;
+            admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), cfg.replication_factor))?;
             let producer: ThreadedProducer<DefaultProducerContext> =
                 create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)?;
             Some(OffsetSyncSink { producer, topic })
+        }
+    };
+
+    let heartbeats = match flow.heartbeats {
+        None => None,
+        Some(interval) => {
+            let topic = naming.heartbeats_topic()?;
+            target_admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), flow.heartbeats_replication_factor))?;
+            let producer: ThreadedProducer<DefaultProducerContext> =
+                create_client(target, &flow.producer, "producer", &[], &[("acks", "all")], DefaultProducerContext)?;
+            Some(HeartbeatEmitter {
+                flow: name.clone(),
+                producer,
+                topic,
+                source: source.alias.to_string(),
+                target: target.alias.to_string(),
+                interval,
+            })
         }
     };
 
@@ -153,6 +166,19 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
                 "discovery",
                 Box::new(move || {
                     discovery.run(interval, stop);
+                    Ok(())
+                }),
+            )?,
+        ));
+    }
+    if let Some(emitter) = heartbeats {
+        let stop = stop.clone();
+        helpers.push((
+            "heartbeat",
+            spawn(
+                "heartbeat",
+                Box::new(move || {
+                    emitter.run(stop);
                     Ok(())
                 }),
             )?,

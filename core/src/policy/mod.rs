@@ -23,6 +23,8 @@ pub trait ReplicationPolicy: Send + Sync {
     fn upstream_topic(&self, topic: &str) -> Result<Option<String>, PolicyError>;
     /// Whether a topic belongs to Kafka or to a replicator and must never be mirrored.
     fn is_internal_topic(&self, topic: &str) -> Result<bool, PolicyError>;
+    /// The heartbeats topic (MM2's `heartbeatsTopic`).
+    fn heartbeats_topic(&self) -> Result<String, PolicyError>;
     /// The offset-syncs topic named after `cluster_alias` (MM2's `offsetSyncsTopic`).
     fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PolicyError>;
 }

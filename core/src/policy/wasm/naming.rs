@@ -91,4 +91,9 @@ impl ReplicationPolicy for WasmNaming {
         let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
         guard.0.call("naming.offset-syncs-topic", |b, s| b.strait_policy_naming().call_offset_syncs_topic(s, cluster_alias))
     }
+
+    fn heartbeats_topic(&self) -> Result<String, PolicyError> {
+        let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.call("naming.heartbeats-topic", |b, s| b.strait_policy_naming().call_heartbeats_topic(s))
+    }
 }
