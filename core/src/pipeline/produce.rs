@@ -205,9 +205,19 @@ impl ProduceStage {
                 state.progress.sent(r.slot, r.offset);
             }
         }
-        let slots = self.slots.read();
+        // Where each partition of the batch goes, read before sending: `send` may poll, the
+        // delivery callback reads the slot table too, and a recursive read behind a waiting
+        // writer (discovery adding slots) would deadlock.
+        let destinations: Vec<(SlotId, Arc<str>, i32)> = {
+            let slots = self.slots.read();
+            batch
+                .fetched_through
+                .iter()
+                .filter_map(|&(id, _)| slots.get(id as usize).map(|s| (id, s.remote_topic.clone(), s.partition)))
+                .collect()
+        };
         for record in &batch.records {
-            let Some(slot) = slots.get(record.slot as usize) else { continue };
+            let Some((_, remote_topic, partition)) = destinations.iter().find(|(id, _, _)| *id == record.slot) else { continue };
             let delivery = Box::new(Delivery::Record {
                 slot: record.slot,
                 offset: record.offset,
@@ -219,11 +229,10 @@ impl ProduceStage {
             // partition count is not the source's.
             let out = match &record.route {
                 Some(topic) => to_kafka(record, topic, None, delivery),
-                None => to_kafka(record, &slot.remote_topic, Some(slot.partition), delivery),
+                None => to_kafka(record, remote_topic, Some(*partition), delivery),
             };
             self.send(out).map_err(|(reason, code)| Rejection { slot: record.slot, offset: record.offset, reason, code })?;
         }
-        drop(slots);
         let mut state = self.producer.context().state();
         for &(slot, through) in &batch.fetched_through {
             state.progress.skipped_through(slot, through);
@@ -293,11 +302,15 @@ impl ProduceStage {
         if changed.is_empty() {
             return;
         }
-        let slots = self.slots.read();
-        for &(slot, position) in &changed {
-            let Some(s) = slots.get(slot as usize) else { continue };
-            let key = encode_key(&s.source_topic, s.partition);
-            let value = encode_value(position);
+        // Encoded before sending, for the same reason as in `produce_batch`.
+        let encoded: Vec<(Vec<u8>, Vec<u8>)> = {
+            let slots = self.slots.read();
+            changed
+                .iter()
+                .filter_map(|&(slot, position)| slots.get(slot as usize).map(|s| (encode_key(&s.source_topic, s.partition), encode_value(position))))
+                .collect()
+        };
+        for (key, value) in &encoded {
             let record = BaseRecord::with_opaque_to(&self.positions_topic, Box::new(Delivery::Position)).key(&key[..]).payload(&value[..]);
             if self.send(record).is_err() {
                 self.producer.context().state().position_write_failed = true;
