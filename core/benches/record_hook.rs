@@ -46,6 +46,7 @@ fn hook(component_file: &str) -> RecordHook {
         partition: 0,
         remote_topic: Arc::from("a.orders"),
         metrics: PartitionMetrics::new("a->b", "a.orders", 0),
+        resume_run: None,
     });
     RecordHook::new(component.instantiate(&flow).expect("instance"), slots)
 }

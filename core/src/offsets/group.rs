@@ -48,7 +48,7 @@ pub fn translate_group(config: &Config, flow: &FlowConfig, group: &str) -> Resul
     let syncs_topic = naming.offset_syncs_topic(named_after)?;
     let mut translator = Translator::default();
     read_topic(sync_cluster, sync_settings, &syncs_topic, READ_TIMEOUT, |k, v| {
-        if let Some(((topic, partition), sync)) = OffsetSync::decode(k, v) {
+        if let Some(((topic, partition), sync)) = v.and_then(|v| OffsetSync::decode(k, v)) {
             translator.add(&topic, partition, sync);
         }
     })?;

@@ -3,9 +3,11 @@
 pub mod group;
 pub mod mm2;
 mod progress;
+mod runs;
 pub mod store;
 mod translate;
 pub mod wire;
 
 pub use progress::{Progress, SlotId};
+pub use runs::{PartitionMap, Run, RunTracker};
 pub use translate::{SyncRule, Translator};

@@ -3,7 +3,9 @@
 //!
 //! Keeping them on the target (as MM2 keeps its Connect offsets) means a later exactly-once mode
 //! can write a position in the same producer transaction as the records it covers.
-//! Key: topic STRING, partition INT32. Value: version INT16 = 0, next offset INT64.
+//! Key: topic STRING, partition INT32. Value: version INT16, next offset INT64, and from
+//! version 1 the open run of the offset mapping (upstream, downstream, length; INT64 each).
+//! Closed runs share the topic under a longer key (see [`encode_run_key`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,12 +14,22 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::runs::{PartitionMap, Run};
 use super::wire::{put_i16, put_i32, put_i64, put_string, Reader};
 use crate::cluster::{create_client, ClusterError, ClusterAdmin, TopicSpec};
 use crate::config::{ClientSettings, ClusterConfig};
 
-/// Source positions by (source topic, partition): the next offset to fetch.
-pub type Positions = HashMap<(String, i32), i64>;
+/// Where a source partition resumes, and the run of the offset mapping still growing there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// The next source offset to fetch.
+    pub next: i64,
+    /// The open run of the mapping, when a record of this partition was replicated.
+    pub open: Option<Run>,
+}
+
+/// Source positions by (source topic, partition).
+pub type Positions = HashMap<(String, i32), Stored>;
 
 /// The name of the position topic of flows from `source_alias`.
 pub fn positions_topic(source_alias: &str) -> String {
@@ -37,21 +49,106 @@ pub fn encode_key(topic: &str, partition: i32) -> Vec<u8> {
     out
 }
 
-/// Encodes the value of a position record.
-pub fn encode_value(next_offset: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(10);
-    put_i16(&mut out, 0);
-    put_i64(&mut out, next_offset);
+/// Encodes the value of a position record: version 0 carries the next offset only, version 1
+/// adds the open run.
+pub fn encode_value(stored: Stored) -> Vec<u8> {
+    let mut out = Vec::with_capacity(34);
+    put_i16(&mut out, i16::from(stored.open.is_some()));
+    put_i64(&mut out, stored.next);
+    if let Some(run) = stored.open {
+        put_i64(&mut out, run.upstream);
+        put_i64(&mut out, run.downstream);
+        put_i64(&mut out, run.len);
+    }
     out
 }
 
-/// Decodes a position record; `None` for records of another layout.
-pub fn decode(key: &[u8], value: &[u8]) -> Option<((String, i32), i64)> {
+/// Encodes the key of a closed run: the partition's key plus the run's first source offset,
+/// so every run survives compaction until it is deleted.
+pub fn encode_run_key(topic: &str, partition: i32, upstream: i64) -> Vec<u8> {
+    let mut out = encode_key(topic, partition);
+    put_i64(&mut out, upstream);
+    out
+}
+
+/// Encodes the value of a closed run: version INT16 = 0, downstream INT64, length INT64.
+pub fn encode_run_value(run: Run) -> Vec<u8> {
+    let mut out = Vec::with_capacity(18);
+    put_i16(&mut out, 0);
+    put_i64(&mut out, run.downstream);
+    put_i64(&mut out, run.len);
+    out
+}
+
+/// One record of the position topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredRecord {
+    /// Where a partition resumes.
+    Position((String, i32), Stored),
+    /// A closed run of a partition's mapping.
+    Run((String, i32), Run),
+    /// A closed run was deleted (a tombstone), by its first source offset.
+    RunDeleted((String, i32), i64),
+}
+
+/// Decodes a record of the position topic; `None` for records of another layout.
+pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<StoredRecord> {
     let mut k = Reader::new(key);
-    let mut v = Reader::new(value);
     let id = (k.string()?, k.i32()?);
-    (v.i16()? == 0).then_some(())?;
-    Some((id, v.i64()?))
+    let run_start = k.i64();
+    let mut v = Reader::new(value.unwrap_or_default());
+    match (run_start, value) {
+        (None, Some(_)) => {
+            let version = v.i16()?;
+            let next = v.i64()?;
+            let open = match version {
+                0 => None,
+                1 => Some(Run { upstream: v.i64()?, downstream: v.i64()?, len: v.i64()? }),
+                _ => return None,
+            };
+            Some(StoredRecord::Position(id, Stored { next, open }))
+        }
+        (Some(upstream), Some(_)) => {
+            (v.i16()? == 0).then_some(())?;
+            Some(StoredRecord::Run(id, Run { upstream, downstream: v.i64()?, len: v.i64()? }))
+        }
+        (Some(upstream), None) => Some(StoredRecord::RunDeleted(id, upstream)),
+        (None, None) => None,
+    }
+}
+
+/// Every partition's mapping, from the position topic of one flow.
+#[derive(Debug, Clone, Default)]
+pub struct Mappings {
+    /// By source (topic, partition).
+    pub partitions: HashMap<(String, i32), PartitionMap>,
+}
+
+impl Mappings {
+    /// Applies one record of the position topic.
+    pub fn apply(&mut self, key: &[u8], value: Option<&[u8]>) {
+        match decode(key, value) {
+            Some(StoredRecord::Position(id, stored)) => {
+                let map = self.partitions.entry(id).or_default();
+                match stored.open {
+                    Some(run) => map.open(run, stored.next),
+                    None => map.set_next(stored.next),
+                }
+            }
+            Some(StoredRecord::Run(id, run)) => self.partitions.entry(id).or_default().closed(run),
+            Some(StoredRecord::RunDeleted(id, upstream)) => {
+                if let Some(map) = self.partitions.get_mut(&id) {
+                    map.forget(upstream);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The mapping of one source partition.
+    pub fn get(&self, topic: &str, partition: i32) -> Option<&PartitionMap> {
+        self.partitions.get(&(topic.to_string(), partition))
+    }
 }
 
 /// Reads every stored position of flows from `source_alias`, creating the topic if needed.
@@ -67,21 +164,21 @@ pub fn load_positions(
     admin.ensure_exists(&spec)?;
     let mut positions = Positions::new();
     read_topic(target, settings, &spec.name, timeout, |k, v| {
-        if let Some((id, offset)) = decode(k, v) {
-            positions.insert(id, offset);
+        if let Some(StoredRecord::Position(id, stored)) = decode(k, v) {
+            positions.insert(id, stored);
         }
     })?;
     Ok(positions)
 }
 
 /// Reads partition 0 of a single-partition internal topic from its beginning to its current
-/// end, handing every record's key and value to `on_record`.
+/// end, handing every record's key and value (`None` for a tombstone) to `on_record`.
 pub fn read_topic(
     cluster: &ClusterConfig,
     settings: &ClientSettings,
     topic: &str,
     timeout: Duration,
-    mut on_record: impl FnMut(&[u8], &[u8]),
+    mut on_record: impl FnMut(&[u8], Option<&[u8]>),
 ) -> Result<(), ClusterError> {
     let consumer: BaseConsumer = create_client(
         cluster,
@@ -113,8 +210,8 @@ pub fn read_topic(
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
-                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    on_record(k, v);
+                if let Some(k) = m.key() {
+                    on_record(k, m.payload());
                 }
                 if m.offset() >= high - 1 {
                     return Ok(());
@@ -137,10 +234,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn position_record_round_trip() {
+    fn position_and_run_records_round_trip() {
+        let id = ("orders".to_string(), 2);
         let key = encode_key("orders", 2);
-        let value = encode_value(12345);
-        assert_eq!(decode(&key, &value), Some((("orders".to_string(), 2), 12345)));
-        assert_eq!(decode(&key, &[0, 1, 0]), None);
+        let plain = Stored { next: 12345, open: None };
+        assert_eq!(decode(&key, Some(&encode_value(plain))), Some(StoredRecord::Position(id.clone(), plain)));
+        let with_run = Stored { next: 12345, open: Some(Run { upstream: 100, downstream: 7, len: 12000 }) };
+        assert_eq!(decode(&key, Some(&encode_value(with_run))), Some(StoredRecord::Position(id.clone(), with_run)));
+        assert_eq!(decode(&key, Some(&[0, 1, 0])), None);
+        let run = Run { upstream: 5, downstream: 0, len: 95 };
+        let run_key = encode_run_key("orders", 2, 5);
+        assert_eq!(decode(&run_key, Some(&encode_run_value(run))), Some(StoredRecord::Run(id.clone(), run)));
+        assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id, 5)));
+        assert_eq!(decode(&key, None), None);
     }
 }

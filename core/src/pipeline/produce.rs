@@ -18,9 +18,9 @@ use super::batch::{Batch, Record};
 use super::fetch::now_millis;
 use super::{FlowError, Slots};
 use crate::events::{FlowRetrying, PositionsStored, RecordRejected};
-use crate::offsets::store::{encode_key, encode_value};
+use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::mm2::OffsetSync;
-use crate::offsets::{Progress, SlotId, SyncRule};
+use crate::offsets::{Progress, Run, RunTracker, SlotId, SyncRule};
 
 /// What a delivery report is about.
 pub enum Delivery {
@@ -60,6 +60,10 @@ struct DeliveryState {
     sync_rules: Option<(i64, Vec<Option<SyncRule>>)>,
     /// Syncs due, in acknowledgement order; the produce loop writes them out.
     pending_syncs: Vec<(SlotId, OffsetSync)>,
+    /// The exact offset mapping per slot, built from acknowledgements in order.
+    runs: Vec<Option<RunTracker>>,
+    /// Runs closed since positions were last stored; they are stored first.
+    closed_runs: Vec<(SlotId, Run)>,
 }
 
 /// The producer's context: receives delivery reports on the produce thread.
@@ -82,6 +86,15 @@ impl DeliveryContext {
 }
 
 impl DeliveryState {
+    /// The slot's run tracker, continuing the run a previous lifetime stored.
+    fn runs(&mut self, slot: SlotId, resume: Option<Run>) -> &mut RunTracker {
+        let i = slot as usize;
+        if self.runs.len() <= i {
+            self.runs.resize(i + 1, None);
+        }
+        self.runs[i].get_or_insert_with(|| RunTracker::resume(resume))
+    }
+
     fn rule_check(&mut self, slot: SlotId, upstream: i64, downstream: i64) {
         let Some((lag, rules)) = self.sync_rules.as_mut() else { return };
         let i = slot as usize;
@@ -104,12 +117,16 @@ impl ProducerContext for DeliveryContext {
         match (*opaque, result) {
             (Delivery::Record { slot, offset, timestamp, bytes, routed }, Ok(message)) => {
                 state.progress.acked(slot, offset);
+                let slots = self.slots.read();
+                let Some(s) = slots.get(slot as usize) else { return };
+                // A re-routed record is no mirror of its source offset: to the mapping it is a gap.
                 if !routed {
                     state.rule_check(slot, offset, message.offset());
+                    if let Some(closed) = state.runs(slot, s.resume_run).acked(offset, message.offset()) {
+                        state.closed_runs.push((slot, closed));
+                    }
                 }
-                if let Some(s) = self.slots.read().get(slot as usize) {
-                    s.metrics.acked(bytes, now_millis() - timestamp);
-                }
+                s.metrics.acked(bytes, now_millis() - timestamp);
             }
             (Delivery::Record { slot, offset, .. }, Err((e, _))) => {
                 if state.rejected.is_none() {
@@ -291,24 +308,32 @@ impl ProduceStage {
     }
 
     fn store_positions(&self) {
-        let changed = {
+        // Encoded before sending, for the same reason as in `produce_batch`. Closed runs go
+        // first: a position record's open run supersedes the runs it follows.
+        let (encoded, partitions) = {
             let mut state = self.producer.context().state();
             if std::mem::take(&mut state.position_write_failed) {
                 FlowRetrying { flow: &self.flow, what: "a position write failed; rewriting positions" }.emit();
                 state.progress.mark_all_changed();
             }
-            state.progress.take_changed()
-        };
-        if changed.is_empty() {
-            return;
-        }
-        // Encoded before sending, for the same reason as in `produce_batch`.
-        let encoded: Vec<(Vec<u8>, Vec<u8>)> = {
+            let changed = state.progress.take_changed();
+            if changed.is_empty() && state.closed_runs.is_empty() {
+                return;
+            }
             let slots = self.slots.read();
-            changed
-                .iter()
-                .filter_map(|&(slot, position)| slots.get(slot as usize).map(|s| (encode_key(&s.source_topic, s.partition), encode_value(position))))
-                .collect()
+            let mut encoded: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(changed.len() + state.closed_runs.len());
+            for (slot, run) in std::mem::take(&mut state.closed_runs) {
+                if let Some(s) = slots.get(slot as usize) {
+                    encoded.push((encode_run_key(&s.source_topic, s.partition, run.upstream), encode_run_value(run)));
+                }
+            }
+            for &(slot, next) in &changed {
+                if let Some(s) = slots.get(slot as usize) {
+                    let open = state.runs(slot, s.resume_run).open();
+                    encoded.push((encode_key(&s.source_topic, s.partition), encode_value(Stored { next, open })));
+                }
+            }
+            (encoded, changed.len())
         };
         for (key, value) in &encoded {
             let record = BaseRecord::with_opaque_to(&self.positions_topic, Box::new(Delivery::Position)).key(&key[..]).payload(&value[..]);
@@ -316,7 +341,7 @@ impl ProduceStage {
                 self.producer.context().state().position_write_failed = true;
             }
         }
-        PositionsStored { flow: &self.flow, partitions: changed.len() }.emit();
+        PositionsStored { flow: &self.flow, partitions }.emit();
     }
 
     fn rejection_error(&self, r: Rejection) -> FlowError {

@@ -4,7 +4,7 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::events::PartitionMetrics;
-use crate::offsets::SlotId;
+use crate::offsets::{Run, SlotId};
 
 /// One replicated source partition and where it goes.
 #[derive(Clone)]
@@ -17,6 +17,8 @@ pub struct Slot {
     pub remote_topic: Arc<str>,
     /// Metric handles of the remote topic-partition.
     pub metrics: PartitionMetrics,
+    /// The open run of the offset mapping a previous lifetime stored.
+    pub resume_run: Option<Run>,
 }
 
 /// The flow's slot table. Slots are only ever appended, so an id stays valid for the run.

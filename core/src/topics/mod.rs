@@ -108,14 +108,16 @@ impl Discovery {
             let source_topic: Arc<str> = Arc::from(topic.as_str());
             let remote_topic: Arc<str> = Arc::from(remote.as_str());
             for partition in first_new..partitions {
+                let stored = self.positions.get(&(topic.clone(), partition)).copied();
                 let slot = self.slots.add(Slot {
                     source_topic: source_topic.clone(),
                     partition,
                     remote_topic: remote_topic.clone(),
                     metrics: PartitionMetrics::new(&self.flow, &remote, partition),
+                    resume_run: stored.and_then(|s| s.open),
                 });
-                let start = match self.positions.get(&(topic.clone(), partition)) {
-                    Some(&offset) => Offset::Offset(offset),
+                let start = match stored {
+                    Some(s) => Offset::Offset(s.next),
                     None => Offset::Beginning,
                 };
                 new.push(NewPartition { slot, topic: topic.clone(), partition, start });

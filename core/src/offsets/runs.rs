@@ -1,0 +1,207 @@
+//! Exact offset mapping. MM2's syncs are points, so between two of them it can only promise
+//! "one past the older sync", and a failed-over group re-reads up to `offset.lag.max` records per
+//! partition. strait instead records *runs*: stretches of consecutive source offsets that landed
+//! at consecutive target offsets. A run breaks only where the mapping does: an upstream gap
+//! (transaction marker, compaction, a filtered or re-routed record), a downstream jump (a restart
+//! that re-sends records) or a rewind. Inside a run translation is exact, both ways.
+//!
+//! Cost: one record per run break plus the open run riding on the position record that is
+//! written anyway. A topic without transactions or filtering costs one run record per partition
+//! per restart.
+
+use std::collections::BTreeMap;
+
+/// Consecutive source offsets `[upstream, upstream + len)` that landed at consecutive target
+/// offsets `[downstream, downstream + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// First source offset of the run.
+    pub upstream: i64,
+    /// Target offset of that record.
+    pub downstream: i64,
+    /// Records in the run (at least 1).
+    pub len: i64,
+}
+
+impl Run {
+    fn up_end(&self) -> i64 {
+        self.upstream + self.len
+    }
+
+    fn down_end(&self) -> i64 {
+        self.downstream + self.len
+    }
+}
+
+/// The producer side: follows one partition's acknowledgements in order, extending the open run
+/// or closing it.
+#[derive(Debug, Clone, Default)]
+pub struct RunTracker {
+    open: Option<Run>,
+}
+
+impl RunTracker {
+    /// Continues from the open run a previous lifetime stored, if any.
+    pub fn resume(open: Option<Run>) -> Self {
+        Self { open }
+    }
+
+    /// The record at source offset `upstream` landed at `downstream`. Returns the run this
+    /// closed, which must be stored before the position that covers the new one.
+    pub fn acked(&mut self, upstream: i64, downstream: i64) -> Option<Run> {
+        match &mut self.open {
+            Some(run) if run.up_end() == upstream && run.down_end() == downstream => {
+                run.len += 1;
+                None
+            }
+            _ => self.open.replace(Run { upstream, downstream, len: 1 }),
+        }
+    }
+
+    /// The run still growing.
+    pub fn open(&self) -> Option<Run> {
+        self.open
+    }
+}
+
+/// The reader side: every known run of one partition, and translation through them.
+///
+/// ```
+/// use strait_core::offsets::{PartitionMap, Run};
+/// let mut m = PartitionMap::default();
+/// m.closed(Run { upstream: 0, downstream: 0, len: 100 });
+/// m.open(Run { upstream: 102, downstream: 100, len: 50 }, 152); // 100-101: a transaction marker
+/// assert_eq!(m.translate(40), Some(40));
+/// assert_eq!(m.translate(101), Some(100)); // the marker maps to the next record
+/// assert_eq!(m.translate(120), Some(118));
+/// assert_eq!(m.translate_back(118), Some(120));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PartitionMap {
+    /// Closed runs and the open one, by first source offset.
+    runs: BTreeMap<i64, Run>,
+    /// The next source offset replication will read (everything before it is done).
+    next: Option<i64>,
+}
+
+impl PartitionMap {
+    /// A closed run was stored.
+    pub fn closed(&mut self, run: Run) {
+        self.insert(run);
+    }
+
+    /// A position record: the open run and the next source offset to replicate.
+    pub fn open(&mut self, run: Run, next: i64) {
+        self.insert(run);
+        self.next = Some(next);
+    }
+
+    /// A position record of a partition none of whose records was replicated yet.
+    pub fn set_next(&mut self, next: i64) {
+        self.next = Some(next);
+    }
+
+    /// A run record was deleted (its source records are gone).
+    pub fn forget(&mut self, upstream: i64) {
+        self.runs.remove(&upstream);
+    }
+
+    /// The next source offset replication will read, as last stored.
+    pub fn next(&self) -> Option<i64> {
+        self.next
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> impl Iterator<Item = &Run> {
+        self.runs.values()
+    }
+
+    fn insert(&mut self, run: Run) {
+        // Runs at or after this one's start describe an earlier copy (a restart re-sent them)
+        // or a source that was rewound: this run supersedes them.
+        let _ = self.runs.split_off(&run.upstream);
+        // A target that went back (remote topic recreated) makes every older run point at
+        // records that are gone.
+        if self.runs.values().next_back().is_some_and(|last| last.down_end() > run.downstream) {
+            self.runs.clear();
+        }
+        self.runs.insert(run.upstream, run);
+    }
+
+    /// The target offset a group whose next source offset is `upstream` resumes at: exact
+    /// inside a run; past a run's end (a gap, or records not yet replicated) the target offset
+    /// of the next replicated record. `None` before the first known run.
+    pub fn translate(&self, upstream: i64) -> Option<i64> {
+        let (_, run) = self.runs.range(..=upstream).next_back()?;
+        Some(if upstream < run.up_end() { run.downstream + (upstream - run.upstream) } else { run.down_end() })
+    }
+
+    /// The way back: the source offset a group whose next target offset is `downstream`
+    /// resumes at on the source (failback). Past a run's end it is the first source offset the
+    /// run did not cover, so nothing the group has not seen is skipped.
+    pub fn translate_back(&self, downstream: i64) -> Option<i64> {
+        let run = self.runs.values().rev().find(|r| r.downstream <= downstream)?;
+        Some(if downstream < run.down_end() { run.upstream + (downstream - run.downstream) } else { run.up_end() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(upstream: i64, downstream: i64, len: i64) -> Run {
+        Run { upstream, downstream, len }
+    }
+
+    #[test]
+    fn tracker_breaks_only_where_the_mapping_does() {
+        let mut t = RunTracker::default();
+        assert_eq!(t.acked(10, 0), None);
+        for o in 11..20 {
+            assert_eq!(t.acked(o, o - 10), None);
+        }
+        assert_eq!(t.acked(22, 10), Some(run(10, 0, 10)), "upstream gap (marker or filtered)");
+        assert_eq!(t.acked(23, 50), Some(run(22, 10, 1)), "downstream jump (re-sent after a restart)");
+        assert_eq!(t.open(), Some(run(23, 50, 1)));
+        let mut resumed = RunTracker::resume(Some(run(23, 50, 1)));
+        assert_eq!(resumed.acked(24, 51), None, "a restart that continues exactly keeps the run");
+    }
+
+    #[test]
+    fn translation_is_exact_inside_runs_and_never_skips_outside() {
+        let mut m = PartitionMap::default();
+        assert_eq!(m.translate(0), None);
+        m.closed(run(5, 0, 10)); // 5..15 -> 0..10
+        m.closed(run(17, 10, 3)); // 15,16 markers; 17..20 -> 10..13
+        m.open(run(25, 13, 5), 32); // 20..25 filtered; 25..30 -> 13..18; 30,31 filtered
+        assert_eq!(m.translate(4), None, "before anything replicated");
+        assert_eq!(m.translate(5), Some(0));
+        assert_eq!(m.translate(14), Some(9));
+        assert_eq!(m.translate(15), Some(10));
+        assert_eq!(m.translate(16), Some(10));
+        assert_eq!(m.translate(22), Some(13));
+        assert_eq!(m.translate(29), Some(17));
+        assert_eq!(m.translate(31), Some(18));
+        assert_eq!(m.translate(1000), Some(18), "not replicated yet: where the next record lands");
+        assert_eq!(m.next(), Some(32));
+        for (down, up) in [(0, 5), (9, 14), (10, 17), (12, 19), (13, 25), (17, 29), (18, 30)] {
+            assert_eq!(m.translate_back(down), Some(up), "back from {down}");
+        }
+    }
+
+    #[test]
+    fn re_sent_runs_supersede_and_target_rewinds_forget() {
+        let mut m = PartitionMap::default();
+        m.closed(run(0, 0, 100));
+        m.closed(run(100, 100, 50));
+        // A crash after 150 records were written but only 100 stored: the restart re-sends
+        // 100.. at 150.
+        m.open(run(100, 150, 60), 160);
+        assert_eq!(m.translate(120), Some(170));
+        assert_eq!(m.translate(50), Some(50));
+        // The remote topic was recreated.
+        m.closed(run(160, 0, 10));
+        assert_eq!(m.translate(50), None);
+        assert_eq!(m.translate(165), Some(5));
+    }
+}
