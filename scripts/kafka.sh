@@ -149,6 +149,8 @@ share.coordinator.state.topic.replication.factor=$rf
 share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 log.segment.bytes=16777216
+# The compacted-source test needs the cleaner to look often (the default is every 15 s).
+log.cleaner.backoff.ms=1000
 EOF
   [[ -z ${EXTRA_BROKER_PROPS-} ]] || printf '%s\n' "$EXTRA_BROKER_PROPS" >>"$dir/server.properties"
 }

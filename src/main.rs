@@ -9,6 +9,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strait_core::config::Config;
 
+mod operator;
+
 #[derive(Parser)]
 #[command(name = "strait", version, about = "Kafka cross-cluster replication, configured like MirrorMaker 2")]
 struct Cli {
@@ -31,6 +33,31 @@ enum Command {
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
+    },
+    /// Show what failing a consumer group over to the other cluster costs (RPO) and where it
+    /// would resume; with --apply, commit those positions there.
+    Failover {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// The consumer group.
+        #[arg(long)]
+        group: String,
+        /// The cluster the group consumed from.
+        #[arg(long, value_name = "ALIAS")]
+        from: String,
+        /// The cluster it moves to.
+        #[arg(long, value_name = "ALIAS")]
+        to: String,
+        /// Commit the positions on the target (only while the group has no members there).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Per flow: heartbeat age and replication lag in records and seconds.
+    Status {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
     },
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
@@ -77,7 +104,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, metrics_listen } => run(&config, metrics_listen),
         Command::Validate { config } => validate(&config),
-        Command::Offsets { command: OffsetsCommand::Translate { config, group, from, to } } => translate(&config, &group, &from, &to),
+        Command::Offsets { command: OffsetsCommand::Translate { config, group, from, to } } => operator::translate(&load(&config)?, &group, &from, &to),
+        Command::Failover { config, group, from, to, apply } => operator::failover(&load(&config)?, &group, &from, &to, apply),
+        Command::Status { config } => operator::status(&load(&config)?),
     }
 }
 
@@ -131,22 +160,5 @@ fn validate(path: &std::path::Path) -> anyhow::Result<()> {
         println!("  consumer {:?}\n  producer {:?}", flow.consumer, flow.producer);
     }
     println!("{} warning(s)", config.warnings.len());
-    Ok(())
-}
-
-fn translate(path: &std::path::Path, group: &str, from: &str, to: &str) -> anyhow::Result<()> {
-    let config = load(path)?;
-    let flow = config
-        .flows
-        .iter()
-        .find(|f| f.source.as_str() == from && f.target.as_str() == to)
-        .with_context(|| format!("{} has no enabled flow {from}->{to}: add `{from}->{to}.enabled = true`", path.display()))?;
-    let rows = strait_core::offsets::group::translate_group(&config, flow, group)?;
-    println!("group {group}: {from} -> {to}");
-    println!("{:<32} {:>9} {:>12}  {:<40} {:>12}", "topic", "partition", "committed", "remote topic", "translated");
-    let show = |o: Option<i64>| o.map_or_else(|| "-".to_string(), |v| v.to_string());
-    for r in rows {
-        println!("{:<32} {:>9} {:>12}  {:<40} {:>12}", r.topic, r.partition, show(r.committed), r.remote_topic, show(r.translated));
-    }
     Ok(())
 }

@@ -14,11 +14,13 @@
 //! back-pressures the fetcher instead of growing memory. A partition's position advances only
 //! over the contiguous prefix of records the target acknowledged, and is stored on the target.
 
+pub mod checkpoints;
 pub mod config;
 pub mod cluster;
 pub mod events;
 pub mod heartbeats;
 pub mod offsets;
+pub mod operator;
 pub mod pipeline;
 pub mod policy;
 pub mod topics;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod groups;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -234,7 +236,7 @@ pub fn free_port() -> u16 {
 pub fn east_to_west(topics: &str, extra: &str) -> String {
     let s = stand();
     format!(
-        "clusters = us-east, us-west\nus-east.bootstrap.servers = {}\nus-west.bootstrap.servers = {}\nus-east->us-west.enabled = true\nus-east->us-west.topics = {topics}\nreplication.factor = 1\nrefresh.topics.interval.seconds = 1\n{extra}\n",
+        "clusters = us-east, us-west\nus-east.bootstrap.servers = {}\nus-west.bootstrap.servers = {}\nus-east->us-west.enabled = true\nus-east->us-west.topics = {topics}\nreplication.factor = 1\nrefresh.topics.interval.seconds = 1\nemit.checkpoints.interval.seconds = 1\nsync.group.offsets.interval.seconds = 1\ngroups = strait-tests-no-group\n{extra}\n",
         s.east, s.west
     )
 }

@@ -14,6 +14,9 @@ use super::{ClusterAlias, ClusterConfig, Config, ConfigError, FlowConfig};
 /// MM2's `DefaultTopicFilter` default for `topics.exclude`.
 pub const DEFAULT_TOPICS_EXCLUDE: &str = r".*[\-\.]internal, .*\.replica, __.*";
 
+/// MM2's `DefaultGroupFilter` default for `groups.exclude`.
+pub const DEFAULT_GROUPS_EXCLUDE: &str = r"console-consumer-.*, connect-.*, __.*";
+
 /// The keys strait acts on at flow level (after `A->B.`) or top level.
 const FLOW_KEYS: &[&str] = &[
     "enabled",
@@ -38,6 +41,14 @@ const FLOW_KEYS: &[&str] = &[
     "emit.heartbeats.enabled",
     "emit.heartbeats.interval.seconds",
     "heartbeats.topic.replication.factor",
+    "emit.checkpoints.enabled",
+    "emit.checkpoints.interval.seconds",
+    "checkpoints.topic.replication.factor",
+    "groups",
+    "groups.exclude",
+    "groups.blacklist",
+    "sync.group.offsets.enabled",
+    "sync.group.offsets.interval.seconds",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -306,6 +317,7 @@ impl FlowScope<'_> {
             policy_properties: policy_properties.into_iter().collect(),
             policy_clock: self.parse_or("strait.policy.clock", false)?,
             offset_syncs: self.offset_syncs()?,
+            checkpoints: self.checkpoints()?,
             heartbeats: if self.parse_or("emit.heartbeats.enabled", true)? {
                 Some(Duration::from_secs(positive("emit.heartbeats.interval.seconds", 1)?))
             } else {
@@ -327,6 +339,41 @@ impl FlowScope<'_> {
             source_admin: self.client(self.source, ClientRole::Admin, warnings),
             target_admin: self.client(self.target, ClientRole::Admin, warnings),
         })
+    }
+
+    fn checkpoints(&self) -> Result<Option<super::CheckpointConfig>, ConfigError> {
+        if !self.parse_or("emit.checkpoints.enabled", true)? {
+            return Ok(None);
+        }
+        let include = self.get("groups").map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
+        let exclude = self
+            .get("groups.exclude")
+            .or_else(|| self.get("groups.blacklist"))
+            .map(|p| (p.value.as_str(), p.line))
+            .unwrap_or((DEFAULT_GROUPS_EXCLUDE, 0));
+        let groups = TopicFilter::new(include.0, exclude.0).map_err(|e| ConfigError::BadValue {
+            line: if whole_name_regex(include.0).is_err() { include.1 } else { exclude.1 },
+            key: "groups".into(),
+            reason: format!("is not a valid list of regexes: {e}"),
+        })?;
+        let seconds = |key: &str| -> Result<Duration, ConfigError> {
+            let v: u64 = self.parse_or(key, 5)?;
+            if v == 0 {
+                let line = self.get(key).map_or(0, |p| p.line);
+                return Err(ConfigError::BadValue { line, key: key.into(), reason: "must be greater than 0".into() });
+            }
+            Ok(Duration::from_secs(v))
+        };
+        Ok(Some(super::CheckpointConfig {
+            interval: seconds("emit.checkpoints.interval.seconds")?,
+            replication_factor: self.parse_or("checkpoints.topic.replication.factor", -1)?,
+            groups,
+            sync_group_offsets: if self.parse_or("sync.group.offsets.enabled", true)? {
+                Some(seconds("sync.group.offsets.interval.seconds")?)
+            } else {
+                None
+            },
+        }))
     }
 
     fn offset_syncs(&self) -> Result<Option<super::OffsetSyncConfig>, ConfigError> {
@@ -405,8 +452,11 @@ sync.topic.acls.enabled = false
         assert!(f.topics.matches("orders") && !f.topics.matches("orders-v2"));
         assert_eq!(f.replication_factor, -1);
         assert_eq!(f.consumer.get("bootstrap.servers").map(|s| s.value.as_str()), Some("127.0.0.1:19092"));
-        assert_eq!(cfg.warnings.len(), 4, "{:?}", cfg.warnings);
-        assert!(cfg.warnings.iter().any(|w| w.contains("`us-east->us-west.groups`") && w.contains("line 7")));
+        assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+        assert!(cfg.warnings[0].contains("`sync.topic.acls.enabled`") && cfg.warnings[0].contains("line 10"));
+        let checkpoints = f.checkpoints.as_ref().expect("on by default");
+        assert!(checkpoints.groups.matches("orders-cg-1") && !checkpoints.groups.matches("billing"));
+        assert_eq!(checkpoints.sync_group_offsets, Some(Duration::from_secs(5)));
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct FlowConfig {
     pub channel_capacity: usize,
     /// Offset syncs (`emit.offset-syncs.enabled`, default true): where and how often.
     pub offset_syncs: Option<OffsetSyncConfig>,
+    /// Checkpoints and group offset sync (`emit.checkpoints.enabled`, default true).
+    pub checkpoints: Option<CheckpointConfig>,
     /// `emit.heartbeats.enabled` (default true) and `emit.heartbeats.interval.seconds` (default 1).
     pub heartbeats: Option<Duration>,
     /// `heartbeats.topic.replication.factor` (default -1, the broker default).
@@ -122,6 +124,20 @@ pub enum SyncLocation {
     Source,
     /// The target cluster, topic named after the source alias.
     Target,
+}
+
+/// MM2's checkpoint settings of a flow.
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    /// `emit.checkpoints.interval.seconds`; strait's default is 5 s (MM2's is 60 s).
+    pub interval: Duration,
+    /// `checkpoints.topic.replication.factor` (default -1, the broker default).
+    pub replication_factor: i32,
+    /// `groups` / `groups.exclude`, whole-name regexes with MM2's defaults.
+    pub groups: TopicFilter,
+    /// `sync.group.offsets.enabled` (strait's default is true, MM2's false) and
+    /// `sync.group.offsets.interval.seconds` (strait's default 5 s, MM2's 60 s).
+    pub sync_group_offsets: Option<Duration>,
 }
 
 /// MM2's offset-sync settings of a flow.

@@ -5,9 +5,11 @@
 //! (`source->target`) and, for per-partition series, the remote `topic` and `partition`.
 
 mod exporter;
+mod groups;
 mod partition;
 
 pub use exporter::{install_prometheus, MetricsError};
+pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::PartitionMetrics;
 
 use metrics::{counter, gauge};

@@ -1,6 +1,5 @@
 //! Source positions: which records the target acknowledged, and where that is stored.
 
-pub mod group;
 pub mod mm2;
 mod progress;
 mod runs;

@@ -178,49 +178,76 @@ pub fn read_topic(
     settings: &ClientSettings,
     topic: &str,
     timeout: Duration,
-    mut on_record: impl FnMut(&[u8], Option<&[u8]>),
+    on_record: impl FnMut(&[u8], Option<&[u8]>),
 ) -> Result<(), ClusterError> {
-    let consumer: BaseConsumer = create_client(
-        cluster,
-        settings,
-        "consumer",
-        &[],
-        &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
-        rdkafka::consumer::DefaultConsumerContext,
-    )?;
-    let fail = |what: &str, reason: String| ClusterError::Client { alias: cluster.alias.to_string(), what: format!("{what} {topic}"), reason };
-    let deadline = Instant::now() + timeout;
-    // A just-created topic may need a moment before its leader answers.
-    let (low, high) = loop {
-        match consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
-            Ok(w) => break w,
-            Err(e) if Instant::now() > deadline => return Err(fail("finding the end of", e.to_string())),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    };
-    if high <= low {
-        return Ok(());
+    TopicTail::open(cluster, settings, topic)?.catch_up(timeout, on_record)
+}
+
+/// Follows partition 0 of a single-partition internal topic: each [`TopicTail::catch_up`] reads
+/// what was appended since the last one.
+pub struct TopicTail {
+    consumer: BaseConsumer,
+    topic: String,
+    alias: String,
+    assigned: bool,
+}
+
+impl TopicTail {
+    /// A reader at the beginning of `topic` on `cluster`.
+    pub fn open(cluster: &ClusterConfig, settings: &ClientSettings, topic: &str) -> Result<Self, ClusterError> {
+        let consumer: BaseConsumer = create_client(
+            cluster,
+            settings,
+            "consumer",
+            &[],
+            &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
+            rdkafka::consumer::DefaultConsumerContext,
+        )?;
+        Ok(Self { consumer, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false })
     }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| fail("assigning", e.to_string()))?;
-    consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
-    loop {
-        if Instant::now() > deadline {
-            return Err(fail("reading", format!("not done within {}s", timeout.as_secs())));
-        }
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                if let Some(k) = m.key() {
-                    on_record(k, m.payload());
-                }
-                if m.offset() >= high - 1 {
-                    return Ok(());
-                }
+
+    /// Reads from where the last call stopped to the topic's current end.
+    pub fn catch_up(&mut self, timeout: Duration, mut on_record: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), ClusterError> {
+        let topic = self.topic.as_str();
+        let fail = |what: &str, reason: String| ClusterError::Client { alias: self.alias.clone(), what: format!("{what} {topic}"), reason };
+        let deadline = Instant::now() + timeout;
+        // A just-created topic may need a moment before its leader answers.
+        let (low, high) = loop {
+            match self.consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
+                Ok(w) => break w,
+                Err(e) if Instant::now() > deadline => return Err(fail("finding the end of", e.to_string())),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
-            Some(Err(e)) => return Err(fail("reading", e.to_string())),
-            None => {
-                if let Ok(Some(pos)) = consumer.position().map(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw())) {
-                    if pos >= high {
+        };
+        if high <= low {
+            return Ok(());
+        }
+        if !self.assigned {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| fail("assigning", e.to_string()))?;
+            self.consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
+            self.assigned = true;
+        }
+        let position = |c: &BaseConsumer| c.position().ok().and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()));
+        if position(&self.consumer).is_some_and(|p| p >= high) {
+            return Ok(());
+        }
+        loop {
+            if Instant::now() > deadline {
+                return Err(fail("reading", format!("not done within {}s", timeout.as_secs())));
+            }
+            match self.consumer.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    if let Some(k) = m.key() {
+                        on_record(k, m.payload());
+                    }
+                    if m.offset() >= high - 1 {
+                        return Ok(());
+                    }
+                }
+                Some(Err(e)) => return Err(fail("reading", e.to_string())),
+                None => {
+                    if position(&self.consumer).is_some_and(|p| p >= high) {
                         return Ok(());
                     }
                 }

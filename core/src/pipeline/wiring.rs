@@ -1,5 +1,6 @@
 //! Threads and channels: starts every stage of a flow and every flow of a config.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -20,7 +21,9 @@ use crate::config::{Config, FlowConfig, SyncLocation};
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use crate::events::PositionsLoaded;
 use crate::heartbeats::HeartbeatEmitter;
-use crate::offsets::store::{load_positions, positions_topic};
+use crate::checkpoints::{CheckpointTask, Groups};
+use crate::offsets::mm2::Checkpoint;
+use crate::offsets::store::{load_positions, positions_topic, read_topic, TopicTail};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, WasmNaming};
 use crate::topics::Discovery;
 
@@ -141,6 +144,39 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         }
     };
 
+    let checkpoints = match &flow.checkpoints {
+        None => None,
+        Some(cfg) => {
+            let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
+            let topic = naming.checkpoints_topic(source.alias.as_str())?;
+            target_admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), cfg.replication_factor))?;
+            // Read back so checkpoints stay monotonic across restarts.
+            let mut last = HashMap::new();
+            read_topic(target, &flow.target_admin, &topic, REACH_TIMEOUT * 4, |k, v| {
+                if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)) {
+                    last.insert((c.group.clone(), c.topic.clone(), c.partition), c);
+                }
+            })?;
+            let producer: ThreadedProducer<DefaultProducerContext> =
+                create_client(target, &flow.producer, "producer", &[], &[("acks", "all")], DefaultProducerContext)?;
+            Some(CheckpointTask {
+                flow: name.clone(),
+                source_alias: source.alias.to_string(),
+                target_alias: target.alias.to_string(),
+                config: cfg.clone(),
+                naming,
+                source_groups: Groups::connect(source, &flow.consumer)?,
+                target_groups: Groups::connect(target, &flow.target_admin)?,
+                source: source.clone(),
+                source_settings: flow.consumer.clone(),
+                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?,
+                producer,
+                topic,
+                last,
+            })
+        }
+    };
+
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
     let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx);
     discovery.discover()?;
@@ -179,6 +215,19 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
                 "heartbeat",
                 Box::new(move || {
                     emitter.run(stop);
+                    Ok(())
+                }),
+            )?,
+        ));
+    }
+    if let Some(task) = checkpoints {
+        let stop = stop.clone();
+        helpers.push((
+            "checkpoint",
+            spawn(
+                "checkpoint",
+                Box::new(move || {
+                    task.run(stop);
                     Ok(())
                 }),
             )?,

@@ -27,6 +27,8 @@ pub trait ReplicationPolicy: Send + Sync {
     fn heartbeats_topic(&self) -> Result<String, PolicyError>;
     /// The offset-syncs topic named after `cluster_alias` (MM2's `offsetSyncsTopic`).
     fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PolicyError>;
+    /// The checkpoints topic of groups on `cluster_alias` (MM2's `checkpointsTopic`).
+    fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PolicyError>;
 }
 
 /// The components a flow runs: one that names topics, and optionally one with a record hook.
@@ -71,21 +73,35 @@ pub fn is_cycle(policy: &dyn ReplicationPolicy, topic: &str, target_alias: &str)
     }
 }
 
+/// Policies for unit tests elsewhere in the crate.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests_support {
     use super::*;
     use crate::config::Config;
 
-    fn flow(extra: &str) -> FlowConfig {
+    /// A flow `us-east->us-west` with `extra` config lines.
+    pub fn flow(extra: &str) -> FlowConfig {
         let text = format!("clusters = us-east, us-west\nus-east.bootstrap.servers = h:1\nus-west.bootstrap.servers = h:2\nus-east->us-west.enabled = true\n{extra}");
         Config::parse(&text).unwrap().flows.remove(0)
     }
 
-    fn naming(extra: &str) -> WasmNaming {
+    /// The naming of such a flow.
+    pub fn naming(extra: &str) -> WasmNaming {
         let flow = flow(extra);
         let policy = FlowPolicy::load(PolicyEngine::shared().unwrap(), &flow).unwrap();
         WasmNaming::new(policy.naming.instantiate(&flow).unwrap())
     }
+
+    /// The built-in default naming (MM2's `DefaultReplicationPolicy`).
+    pub fn default_naming() -> Box<dyn ReplicationPolicy> {
+        Box::new(naming(""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::{flow, naming};
+    use super::*;
 
     #[test]
     fn the_default_component_names_like_mm2() {

@@ -92,6 +92,11 @@ impl ReplicationPolicy for WasmNaming {
         guard.0.call("naming.offset-syncs-topic", |b, s| b.strait_policy_naming().call_offset_syncs_topic(s, cluster_alias))
     }
 
+    fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PolicyError> {
+        let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.call("naming.checkpoints-topic", |b, s| b.strait_policy_naming().call_checkpoints_topic(s, cluster_alias))
+    }
+
     fn heartbeats_topic(&self) -> Result<String, PolicyError> {
         let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
         guard.0.call("naming.heartbeats-topic", |b, s| b.strait_policy_naming().call_heartbeats_topic(s))

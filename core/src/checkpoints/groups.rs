@@ -1,0 +1,126 @@
+//! Consumer groups on one cluster, as a replicator sees them: which exist, whether anyone is in
+//! them, where they committed, and committing for them while they are empty.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::cluster::{create_client, ClusterError};
+use crate::config::{ClientSettings, ClusterConfig};
+
+/// How long one group request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A group's committed offset of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// The committed offset (the next record the group reads).
+    pub offset: i64,
+    /// The commit's metadata string.
+    pub metadata: String,
+}
+
+/// Group operations on one cluster. librdkafka binds a client to one `group.id`, so offsets are
+/// read and committed through one consumer per group; none of them ever joins its group.
+pub struct Groups {
+    cluster: ClusterConfig,
+    settings: ClientSettings,
+    lister: BaseConsumer,
+    per_group: HashMap<String, BaseConsumer>,
+}
+
+impl Groups {
+    /// Connects to `cluster` with `settings`.
+    pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
+        let lister = consumer(cluster, settings, "strait")?;
+        Ok(Self { cluster: cluster.clone(), settings: settings.clone(), lister, per_group: HashMap::new() })
+    }
+
+    fn fail(&self, what: String, reason: impl ToString) -> ClusterError {
+        ClusterError::Client { alias: self.cluster.alias.to_string(), what, reason: reason.to_string() }
+    }
+
+    /// Every group the cluster knows.
+    pub fn list(&self) -> Result<Vec<String>, ClusterError> {
+        let list = self.lister.fetch_group_list(None, REQUEST_TIMEOUT).map_err(|e| self.fail("listing consumer groups".into(), e))?;
+        Ok(list.groups().iter().map(|g| g.name().to_string()).collect())
+    }
+
+    /// Whether `topic` exists on the cluster.
+    pub fn topic_exists(&self, topic: &str) -> Result<bool, ClusterError> {
+        let md = self.lister.fetch_metadata(Some(topic), REQUEST_TIMEOUT).map_err(|e| self.fail(format!("looking up topic {topic}"), e))?;
+        Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+    }
+
+    /// How many members `group` has right now (0 for an empty or unknown group).
+    pub fn members(&self, group: &str) -> Result<usize, ClusterError> {
+        let list = self.lister.fetch_group_list(Some(group), REQUEST_TIMEOUT).map_err(|e| self.fail(format!("describing group `{group}`"), e))?;
+        Ok(list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum())
+    }
+
+    fn group_client(&mut self, group: &str) -> Result<&BaseConsumer, ClusterError> {
+        if !self.per_group.contains_key(group) {
+            let c = consumer(&self.cluster, &self.settings, group)?;
+            self.per_group.insert(group.to_string(), c);
+        }
+        self.per_group.get(group).ok_or_else(|| self.fail(format!("opening a client for group `{group}`"), "not cached"))
+    }
+
+    /// Forgets the clients of groups not in `keep`.
+    pub fn retain(&mut self, keep: &[String]) {
+        self.per_group.retain(|g, _| keep.contains(g));
+    }
+
+    /// `group`'s committed offsets among `partitions`; partitions without a commit are left out.
+    pub fn committed(&mut self, group: &str, partitions: &[(String, i32)]) -> Result<Vec<Committed>, ClusterError> {
+        if partitions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition) in partitions {
+            tpl.add_partition(topic, *partition);
+        }
+        let alias = self.cluster.alias.to_string();
+        let got = self.group_client(group)?.committed_offsets(tpl, REQUEST_TIMEOUT).map_err(|e| ClusterError::Client {
+            alias,
+            what: format!("reading the committed offsets of group `{group}`"),
+            reason: e.to_string(),
+        })?;
+        Ok(got
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) if o >= 0 => {
+                    Some(Committed { topic: e.topic().to_string(), partition: e.partition(), offset: o, metadata: e.metadata().to_string() })
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Commits `offsets` for `group`. The broker accepts a commit from outside the group only
+    /// while the group has no members, so a group that became active meanwhile refuses it.
+    pub fn commit(&mut self, group: &str, offsets: &[Committed]) -> Result<(), ClusterError> {
+        let mut tpl = TopicPartitionList::new();
+        for c in offsets {
+            tpl.add_partition_offset(&c.topic, c.partition, Offset::Offset(c.offset))
+                .map_err(|e| self.fail(format!("committing for group `{group}`"), e))?;
+        }
+        let alias = self.cluster.alias.to_string();
+        self.group_client(group)?.commit(&tpl, CommitMode::Sync).map_err(|e| ClusterError::Client {
+            alias,
+            what: format!("committing offsets for group `{group}`"),
+            reason: e.to_string(),
+        })
+    }
+}
+
+fn consumer(cluster: &ClusterConfig, settings: &ClientSettings, group: &str) -> Result<BaseConsumer, ClusterError> {
+    create_client(cluster, settings, "consumer", &[], &[("group.id", group), ("enable.auto.commit", "false")], DefaultConsumerContext)
+}

@@ -1,0 +1,306 @@
+//! Checkpoints and group offset sync: where each consumer group of the source is, translated to
+//! the target, written to `<source>.checkpoints.internal` there in MM2's layout, and committed
+//! to the target's group while that group is empty.
+//!
+//! Translation reads the flow's exact offset mapping (see [`crate::offsets::PartitionMap`]) from
+//! the position topic, so a failed-over group re-reads nothing and skips nothing. When the other
+//! direction runs too, groups on the source that consume topics replicated *from* the target get
+//! checkpoints mapped back to the original topic (failback).
+
+mod groups;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+pub use groups::{Committed, Groups};
+
+use crate::cluster::ClusterError;
+use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig};
+use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
+use crate::offsets::mm2::Checkpoint;
+use crate::offsets::store::{positions_topic, Mappings, TopicTail};
+use crate::pipeline::FlowError;
+use crate::policy::ReplicationPolicy;
+
+/// How long catching up with a mapping topic may take per round.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether a checkpoint at (`upstream`, `downstream`) replaces `last`: when something changed
+/// and the translation did not go backwards, or when the group itself went back upstream.
+pub fn due(last: Option<&Checkpoint>, upstream: i64, downstream: i64) -> bool {
+    match last {
+        None => true,
+        Some(l) => (upstream, downstream) != (l.upstream, l.downstream) && (upstream < l.upstream || downstream >= l.downstream),
+    }
+}
+
+/// A source partition whose group offsets the flow can translate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    /// The topic as the group on the source knows it.
+    pub source_topic: String,
+    /// Partition, the same on both clusters.
+    pub partition: i32,
+    /// The topic as named on the target (the checkpoint's topic).
+    pub target_topic: String,
+    /// True when the topic came *from* the target and translation runs backwards (failback).
+    pub back: bool,
+}
+
+/// The offset mappings one flow translates through.
+#[derive(Debug, Default)]
+pub struct Translation {
+    /// This flow's mapping: source topic-partition → remote topic on the target.
+    pub forward: Mappings,
+    /// The reverse flow's mapping (target topic → remote topic on the source), when it runs.
+    pub back: Mappings,
+}
+
+impl Translation {
+    /// Every partition a group on `source_alias` could be checkpointed for.
+    pub fn watched(&self, naming: &dyn ReplicationPolicy, source_alias: &str, target_alias: &str) -> Result<Vec<Watched>, FlowError> {
+        let mut out = Vec::new();
+        for (topic, partition) in self.forward.partitions.keys() {
+            let target_topic = naming.format_remote_topic(source_alias, topic)?;
+            out.push(Watched { source_topic: topic.clone(), partition: *partition, target_topic, back: false });
+        }
+        for (topic, partition) in self.back.partitions.keys() {
+            let source_topic = naming.format_remote_topic(target_alias, topic)?;
+            out.push(Watched { source_topic, partition: *partition, target_topic: topic.clone(), back: true });
+        }
+        out.sort_by(|a, b| (&a.source_topic, a.partition).cmp(&(&b.source_topic, b.partition)));
+        Ok(out)
+    }
+
+    /// The checkpoint of `group` for one committed offset, if the mapping covers it.
+    pub fn checkpoint(&self, group: &str, watched: &Watched, committed: &Committed) -> Option<Checkpoint> {
+        let downstream = if watched.back {
+            self.back.get(&watched.target_topic, watched.partition)?.translate_back(committed.offset)?
+        } else {
+            self.forward.get(&watched.source_topic, watched.partition)?.translate(committed.offset)?
+        };
+        Some(Checkpoint {
+            group: group.to_string(),
+            topic: watched.target_topic.clone(),
+            partition: watched.partition,
+            upstream: committed.offset,
+            downstream,
+            metadata: committed.metadata.clone(),
+        })
+    }
+}
+
+/// Which checkpoints to commit for an empty group on the target: those ahead of its commits.
+pub fn ahead_of(checkpoints: &[Checkpoint], committed: &[Committed]) -> Vec<Committed> {
+    checkpoints
+        .iter()
+        .filter(|c| !committed.iter().any(|t| t.topic == c.topic && t.partition == c.partition && t.offset >= c.downstream))
+        .map(|c| Committed { topic: c.topic.clone(), partition: c.partition, offset: c.downstream, metadata: c.metadata.clone() })
+        .collect()
+}
+
+/// Everything the checkpoint thread of one flow needs.
+pub struct CheckpointTask {
+    /// `source->target`.
+    pub flow: String,
+    /// Source alias.
+    pub source_alias: String,
+    /// Target alias.
+    pub target_alias: String,
+    /// Intervals and group filter.
+    pub config: CheckpointConfig,
+    /// The flow's naming policy.
+    pub naming: Box<dyn ReplicationPolicy>,
+    /// Groups on the source.
+    pub source_groups: Groups,
+    /// Groups on the target.
+    pub target_groups: Groups,
+    /// The source cluster, to find the reverse flow's mapping.
+    pub source: ClusterConfig,
+    /// Client settings for reading on the source.
+    pub source_settings: ClientSettings,
+    /// Reads this flow's position topic on the target.
+    pub forward_tail: TopicTail,
+    /// A producer on the target.
+    pub producer: ThreadedProducer<DefaultProducerContext>,
+    /// `<source>.checkpoints.internal`.
+    pub topic: String,
+    /// The latest checkpoint per (group, target topic, partition), read back at start so
+    /// checkpoints stay monotonic across restarts.
+    pub last: HashMap<(String, String, i32), Checkpoint>,
+}
+
+impl CheckpointTask {
+    /// Writes checkpoints and syncs group offsets until `stop` is set; failures are logged and
+    /// retried next round.
+    pub fn run(mut self, stop: Arc<AtomicBool>) {
+        let mut translation = Translation::default();
+        let mut back_tail: Option<TopicTail> = None;
+        let mut next_checkpoint = Instant::now();
+        let mut next_sync = self.config.sync_group_offsets.map(|i| Instant::now() + i);
+        while !stop.load(Ordering::Relaxed) {
+            if Instant::now() >= next_checkpoint {
+                if let Err(e) = self.checkpoint_round(&mut translation, &mut back_tail) {
+                    FlowRetrying { flow: &self.flow, what: &format!("checkpoints: {e}") }.emit();
+                }
+                next_checkpoint = Instant::now() + self.config.interval;
+            }
+            if let (Some(at), Some(interval)) = (next_sync, self.config.sync_group_offsets) {
+                if Instant::now() >= at {
+                    self.sync_round();
+                    next_sync = Some(Instant::now() + interval);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.producer.flush(Duration::from_secs(5));
+    }
+
+    fn checkpoint_round(&mut self, translation: &mut Translation, back_tail: &mut Option<TopicTail>) -> Result<(), FlowError> {
+        self.forward_tail.catch_up(READ_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
+        // The reverse flow's positions live on this flow's source; it may start later.
+        if back_tail.is_none() {
+            *back_tail = self.open_back_tail()?;
+        }
+        if let Some(tail) = back_tail {
+            tail.catch_up(READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+        }
+        let watched = translation.watched(self.naming.as_ref(), &self.source_alias, &self.target_alias)?;
+        let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
+        let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
+
+        let groups: Vec<String> = self.source_groups.list()?.into_iter().filter(|g| g != "strait" && self.config.groups.matches(g)).collect();
+        self.source_groups.retain(&groups);
+        let (mut written, mut moved_groups) = (0, 0);
+        for group in &groups {
+            let committed = self.source_groups.committed(group, &partitions)?;
+            let mut moved = false;
+            for c in &committed {
+                let Some(w) = by_partition.get(&(c.topic.as_str(), c.partition)) else { continue };
+                let Some(checkpoint) = translation.checkpoint(group, w, c) else { continue };
+                let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
+                if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
+                    continue;
+                }
+                let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
+                if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
+                    FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
+                    continue;
+                }
+                self.last.insert(key, checkpoint);
+                written += 1;
+                moved = true;
+            }
+            moved_groups += usize::from(moved);
+        }
+        if written > 0 {
+            let _ = self.producer.flush(READ_TIMEOUT);
+        }
+        CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
+        Ok(())
+    }
+
+    fn open_back_tail(&self) -> Result<Option<TopicTail>, ClusterError> {
+        let topic = positions_topic(&self.target_alias);
+        if !self.source_groups.topic_exists(&topic)? {
+            return Ok(None);
+        }
+        TopicTail::open(&self.source, &self.source_settings, &topic).map(Some)
+    }
+
+    /// Commits the latest checkpoints of every group that is empty on the target, where they are
+    /// ahead of what it committed there.
+    fn sync_round(&mut self) {
+        let groups: BTreeSet<String> = self.last.keys().map(|(g, _, _)| g.clone()).collect();
+        for group in groups {
+            let checkpoints: Vec<Checkpoint> = self.last.values().filter(|c| c.group == group).cloned().collect();
+            match sync_group(&mut self.target_groups, &group, &checkpoints) {
+                Ok(SyncOutcome::Active(members)) => GroupSyncSkipped { flow: &self.flow, group: &group, members }.emit(),
+                Ok(SyncOutcome::Committed(n)) if n > 0 => GroupOffsetsSynced { flow: &self.flow, group: &group, partitions: n }.emit(),
+                Ok(SyncOutcome::Committed(_)) => {}
+                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("group offset sync of `{group}`: {e}") }.emit(),
+            }
+        }
+    }
+}
+
+/// What [`sync_group`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// The group has members on the target; nothing was committed.
+    Active(usize),
+    /// The group was empty; this many partitions moved forward.
+    Committed(usize),
+}
+
+/// Commits `checkpoints` for `group` on the target where they are ahead of its commits there,
+/// only while the group has no members, never moving it backwards.
+pub fn sync_group(target: &mut Groups, group: &str, checkpoints: &[Checkpoint]) -> Result<SyncOutcome, ClusterError> {
+    let members = target.members(group)?;
+    if members > 0 {
+        return Ok(SyncOutcome::Active(members));
+    }
+    let partitions: Vec<(String, i32)> = checkpoints.iter().map(|c| (c.topic.clone(), c.partition)).collect();
+    let committed = target.committed(group, &partitions)?;
+    let ahead = ahead_of(checkpoints, &committed);
+    if !ahead.is_empty() {
+        target.commit(group, &ahead)?;
+    }
+    Ok(SyncOutcome::Committed(ahead.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
+    use crate::offsets::Run;
+
+    fn cp(upstream: i64, downstream: i64) -> Checkpoint {
+        Checkpoint { group: "g".into(), topic: "a.t".into(), partition: 0, upstream, downstream, metadata: String::new() }
+    }
+
+    #[test]
+    fn checkpoints_only_go_back_when_the_group_does() {
+        assert!(due(None, 10, 10));
+        assert!(!due(Some(&cp(10, 10)), 10, 10), "unchanged");
+        assert!(due(Some(&cp(10, 10)), 20, 20));
+        assert!(!due(Some(&cp(20, 20)), 25, 15), "translation went back while the group moved on");
+        assert!(due(Some(&cp(90, 90)), 10, 10), "the group was rewound upstream");
+    }
+
+    #[test]
+    fn only_checkpoints_ahead_of_the_target_commit_are_synced() {
+        let c = |topic: &str, offset| Committed { topic: topic.into(), partition: 0, offset, metadata: String::new() };
+        let mut behind = cp(0, 50);
+        behind.topic = "a.u".into();
+        let got = ahead_of(&[cp(0, 100), behind], &[c("a.t", 80), c("a.u", 60)]);
+        assert_eq!(got, vec![c("a.t", 100)]);
+    }
+
+    #[test]
+    fn forward_and_back_translation_through_stored_records() {
+        let mut t = Translation::default();
+        // This flow (a->b): orders-0 replicated 0..120 exactly.
+        t.forward.apply(&encode_key("orders", 0), Some(&encode_value(Stored { next: 120, open: Some(Run { upstream: 0, downstream: 0, len: 120 }) })));
+        // The reverse flow (b->a): b's `pay`-0 from 10 landed at 0 on a, a marker at 15.
+        t.back.apply(&encode_run_key("pay", 0, 10), Some(&encode_run_value(Run { upstream: 10, downstream: 0, len: 5 })));
+        t.back.apply(&encode_key("pay", 0), Some(&encode_value(Stored { next: 30, open: Some(Run { upstream: 17, downstream: 5, len: 13 }) })));
+        let naming = crate::policy::tests_support::default_naming();
+        let watched = t.watched(naming.as_ref(), "a", "b").expect("names");
+        assert_eq!(
+            watched.iter().map(|w| (w.source_topic.as_str(), w.target_topic.as_str(), w.back)).collect::<Vec<_>>(),
+            vec![("b.pay", "pay", true), ("orders", "a.orders", false)]
+        );
+        let committed = |topic: &str, offset| Committed { topic: topic.into(), partition: 0, offset, metadata: "m".into() };
+        let forward = t.checkpoint("g", &watched[1], &committed("orders", 77)).expect("covered");
+        assert_eq!((forward.topic.as_str(), forward.upstream, forward.downstream, forward.metadata.as_str()), ("a.orders", 77, 77, "m"));
+        let back = t.checkpoint("g", &watched[0], &committed("b.pay", 7)).expect("covered");
+        assert_eq!((back.topic.as_str(), back.upstream, back.downstream), ("pay", 7, 19));
+        assert_eq!(t.checkpoint("g", &watched[0], &committed("b.pay", 5)).map(|c| c.downstream), Some(17), "the record after the marker");
+        assert_eq!(t.checkpoint("g", &watched[0], &committed("b.pay", 18)).map(|c| c.downstream), Some(30), "past everything replicated");
+    }
+}

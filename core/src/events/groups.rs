@@ -1,0 +1,62 @@
+//! Events of the checkpoint task: checkpoints written and group offsets synced.
+
+use metrics::counter;
+use tracing::{debug, info};
+
+/// A round of checkpoints was written.
+pub struct CheckpointsEmitted<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Groups that got at least one new checkpoint.
+    pub groups: usize,
+    /// Checkpoint records written.
+    pub checkpoints: usize,
+}
+
+impl CheckpointsEmitted<'_> {
+    /// Logs (at debug level when nothing moved) and counts.
+    pub fn emit(&self) {
+        if self.checkpoints > 0 {
+            info!(flow = self.flow, groups = self.groups, checkpoints = self.checkpoints, "checkpoints written");
+        } else {
+            debug!(flow = self.flow, "no group moved; no checkpoints written");
+        }
+        counter!("strait_checkpoints_written_total", "flow" => self.flow.to_string()).increment(self.checkpoints as u64);
+    }
+}
+
+/// A group's translated offsets were committed on the target.
+pub struct GroupOffsetsSynced<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The group.
+    pub group: &'a str,
+    /// Partitions whose offset moved forward.
+    pub partitions: usize,
+}
+
+impl GroupOffsetsSynced<'_> {
+    /// Logs and counts.
+    pub fn emit(&self) {
+        info!(flow = self.flow, group = self.group, partitions = self.partitions, "group offsets synced to the target");
+        counter!("strait_group_offsets_synced_total", "flow" => self.flow.to_string()).increment(self.partitions as u64);
+    }
+}
+
+/// A group was left alone on the target because consumers are in it there.
+pub struct GroupSyncSkipped<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The group.
+    pub group: &'a str,
+    /// Its members on the target.
+    pub members: usize,
+}
+
+impl GroupSyncSkipped<'_> {
+    /// Logs at debug level and counts.
+    pub fn emit(&self) {
+        debug!(flow = self.flow, group = self.group, members = self.members, "group is active on the target; offsets not synced");
+        counter!("strait_group_sync_skipped_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}

@@ -1,0 +1,75 @@
+//! How far replication of each source partition is behind: the records past the stored position
+//! and the age of the oldest of them. This is the RPO if the source were lost now.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::FlowView;
+use crate::cluster::{create_client, ClusterError};
+use crate::pipeline::{now_millis, FlowError};
+
+/// How long finding the oldest unreplicated record may take.
+const PEEK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Replication lag of one source partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    /// Source topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offsets past the stored position (records, plus any transaction markers among them).
+    pub unreplicated: i64,
+    /// Milliseconds since the oldest unreplicated record was written, when there is one.
+    pub oldest_age_ms: Option<i64>,
+}
+
+/// The lag of every partition the flow has replicated; needs the source.
+pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
+    let consumer: BaseConsumer = create_client(
+        &view.source,
+        &view.flow.consumer,
+        "consumer",
+        &[],
+        &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
+        DefaultConsumerContext,
+    )?;
+    let fail = |what: String, e: rdkafka::error::KafkaError| ClusterError::Client { alias: view.source.alias.to_string(), what, reason: e.to_string() };
+    let mut out = Vec::new();
+    let mut peek = TopicPartitionList::new();
+    let mut keys: Vec<&(String, i32)> = view.translation.forward.partitions.keys().collect();
+    keys.sort();
+    for (topic, partition) in keys {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, *partition, PEEK_TIMEOUT)
+            .map_err(|e| fail(format!("reading the end of {topic}-{partition}"), e))?;
+        let next = view.translation.forward.get(topic, *partition).and_then(|m| m.next()).unwrap_or(low).max(low);
+        let unreplicated = (high - next).max(0);
+        if unreplicated > 0 {
+            peek.add_partition_offset(topic, *partition, Offset::Offset(next)).map_err(|e| fail("assigning".into(), e))?;
+        }
+        out.push(PartitionLag { topic: topic.clone(), partition: *partition, unreplicated, oldest_age_ms: None });
+    }
+    if peek.count() == 0 {
+        return Ok(out);
+    }
+    consumer.assign(&peek).map_err(|e| fail("assigning".into(), e))?;
+    let mut oldest: HashMap<(String, i32), i64> = HashMap::new();
+    let deadline = Instant::now() + PEEK_TIMEOUT;
+    while oldest.len() < peek.count() && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            if let Some(ts) = m.timestamp().to_millis() {
+                oldest.entry((m.topic().to_string(), m.partition())).or_insert(ts);
+            }
+        }
+    }
+    let now = now_millis();
+    for lag in &mut out {
+        lag.oldest_age_ms = oldest.get(&(lag.topic.clone(), lag.partition)).map(|ts| (now - ts).max(0));
+    }
+    Ok(out)
+}

@@ -1,0 +1,177 @@
+//! What the operator commands compute: a group's positions on the other cluster
+//! (`strait offsets translate`, MM2's `RemoteClusterUtils`), the failover plan with its RPO
+//! (`strait failover`), and each flow's health (`strait status`).
+//!
+//! Everything is read from the clusters, never from a running strait: the commands work while
+//! strait is down, and `failover` works while the source is down (from the checkpoints).
+
+mod failover;
+mod lag;
+mod status;
+
+pub use failover::{apply_failover, plan_failover, FailoverPlan};
+pub use lag::PartitionLag;
+pub use status::{flow_status, FlowStatus};
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::checkpoints::{Groups, Translation, Watched};
+use crate::cluster::{check_reachable, ClusterAdmin, ClusterError};
+use crate::config::{ClusterConfig, Config, FlowConfig, SyncLocation};
+use crate::offsets::mm2::{Checkpoint, OffsetSync};
+use crate::offsets::store::{positions_topic, read_topic};
+use crate::offsets::Translator;
+use crate::pipeline::FlowError;
+use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
+
+/// How long reading an internal topic may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the commands wait to find out whether the source answers.
+const SOURCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One flow as the operator commands see it.
+pub struct FlowView {
+    /// `source->target`.
+    pub name: String,
+    /// The source cluster.
+    pub source: ClusterConfig,
+    /// The target cluster.
+    pub target: ClusterConfig,
+    /// The flow's settings.
+    pub flow: FlowConfig,
+    /// The flow's naming policy.
+    pub naming: WasmNaming,
+    /// The exact offset mappings, forward and (when the other direction runs) back.
+    pub translation: Translation,
+    /// Whether the source answered.
+    pub source_reachable: bool,
+    /// Groups on the target.
+    pub target_groups: Groups,
+}
+
+impl FlowView {
+    /// Loads the flow `from->to` of `config`.
+    pub fn load(config: &Config, from: &str, to: &str) -> Result<Self, FlowError> {
+        let flow = config
+            .flows
+            .iter()
+            .find(|f| f.source.as_str() == from && f.target.as_str() == to)
+            .ok_or_else(|| ClusterError::Client {
+                alias: from.into(),
+                what: format!("finding the flow {from}->{to}"),
+                reason: format!("it is not enabled; add `{from}->{to}.enabled = true`"),
+            })?
+            .clone();
+        let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
+        let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?.clone();
+        let target = config.cluster(&flow.target).ok_or_else(|| missing(flow.target.as_str()))?.clone();
+        let policy = FlowPolicy::load(PolicyEngine::shared()?, &flow)?;
+        let naming = WasmNaming::new(policy.naming.instantiate(&flow)?);
+
+        let target_admin = ClusterAdmin::connect(&target, &flow.target_admin)?;
+        check_reachable(target_admin.client(), &target, SOURCE_TIMEOUT)?;
+        let target_groups = Groups::connect(&target, &flow.target_admin)?;
+        let source_admin = ClusterAdmin::connect(&source, &flow.source_admin)?;
+        let source_reachable = check_reachable(source_admin.client(), &source, SOURCE_TIMEOUT).is_ok();
+
+        let mut translation = Translation::default();
+        let forward = positions_topic(source.alias.as_str());
+        if target_groups.topic_exists(&forward)? {
+            read_topic(&target, &flow.target_admin, &forward, READ_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
+        }
+        if source_reachable {
+            let back = positions_topic(target.alias.as_str());
+            if Groups::connect(&source, &flow.consumer)?.topic_exists(&back)? {
+                read_topic(&source, &flow.consumer, &back, READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+            }
+        }
+        Ok(Self { name: flow.name(), source, target, flow, naming, translation, source_reachable, target_groups })
+    }
+
+    /// Every partition a group could be translated for.
+    pub fn watched(&self) -> Result<Vec<Watched>, FlowError> {
+        self.translation.watched(&self.naming, self.source.alias.as_str(), self.target.alias.as_str())
+    }
+
+    /// The latest checkpoint of `group` per (target topic, partition), from the target.
+    pub fn checkpoints(&self, group: &str) -> Result<HashMap<(String, i32), Checkpoint>, FlowError> {
+        let topic = self.naming.checkpoints_topic(self.source.alias.as_str())?;
+        let mut out = HashMap::new();
+        if self.target_groups.topic_exists(&topic)? {
+            read_topic(&self.target, &self.flow.target_admin, &topic, READ_TIMEOUT, |k, v| {
+                if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)).filter(|c| c.group == group) {
+                    out.insert((c.topic.clone(), c.partition), c);
+                }
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// MM2's translation through the offset syncs, for comparison (`None` when they are off
+    /// or unreadable).
+    pub fn mm2_translator(&self) -> Result<Option<Translator>, FlowError> {
+        let Some(cfg) = self.flow.offset_syncs else { return Ok(None) };
+        let (cluster, settings, named_after) = match cfg.location {
+            SyncLocation::Source if !self.source_reachable => return Ok(None),
+            SyncLocation::Source => (&self.source, &self.flow.consumer, self.target.alias.as_str()),
+            SyncLocation::Target => (&self.target, &self.flow.target_admin, self.source.alias.as_str()),
+        };
+        let topic = self.naming.offset_syncs_topic(named_after)?;
+        if !Groups::connect(cluster, settings)?.topic_exists(&topic)? {
+            return Ok(None);
+        }
+        let mut translator = Translator::default();
+        read_topic(cluster, settings, &topic, READ_TIMEOUT, |k, v| {
+            if let Some(((topic, partition), sync)) = v.and_then(|v| OffsetSync::decode(k, v)) {
+                translator.add(&topic, partition, sync);
+            }
+        })?;
+        Ok(Some(translator))
+    }
+}
+
+/// One partition of a group, translated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranslatedOffset {
+    /// The partition and its names on both sides.
+    pub watched: Watched,
+    /// The group's committed offset on the source, if it has one and the source answered.
+    pub committed: Option<i64>,
+    /// Where the group resumes on the target: exact, from the mapping (or from the latest
+    /// checkpoint when the source is down).
+    pub translated: Option<i64>,
+    /// What MM2's translation through the offset syncs would give (forward partitions only).
+    pub mm2: Option<i64>,
+}
+
+/// `group`'s positions on the target of `view`'s flow.
+pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOffset>, FlowError> {
+    let watched = view.watched()?;
+    let checkpoints = view.checkpoints(group)?;
+    let mm2 = view.mm2_translator()?;
+    let committed = if view.source_reachable {
+        let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
+        Groups::connect(&view.source, &view.flow.consumer)?.committed(group, &partitions)?
+    } else {
+        Vec::new()
+    };
+    let mut out = Vec::new();
+    for w in watched {
+        let c = committed.iter().find(|c| c.topic == w.source_topic && c.partition == w.partition);
+        let checkpoint = checkpoints.get(&(w.target_topic.clone(), w.partition));
+        if c.is_none() && checkpoint.is_none() {
+            continue;
+        }
+        let translated = match c {
+            Some(c) => view.translation.checkpoint(group, &w, c).map(|cp| cp.downstream),
+            None => checkpoint.map(|cp| cp.downstream),
+        };
+        let mm2 = match (&mm2, c, w.back) {
+            (Some(t), Some(c), false) => t.translate(&w.source_topic, w.partition, c.offset),
+            _ => None,
+        };
+        out.push(TranslatedOffset { committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)), translated, mm2, watched: w });
+    }
+    Ok(out)
+}

@@ -1,0 +1,56 @@
+//! `strait status`: per flow, how old its newest heartbeat is and how far replication lags.
+
+use super::lag::partition_lags;
+use super::FlowView;
+use crate::offsets::mm2::Heartbeat;
+use crate::offsets::store::read_topic;
+use crate::pipeline::{now_millis, FlowError};
+use crate::policy::ReplicationPolicy;
+
+/// The health of one flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowStatus {
+    /// `source->target`.
+    pub flow: String,
+    /// Age of the newest heartbeat this flow wrote to the target's heartbeats topic: how long
+    /// ago strait last ran it.
+    pub heartbeat_age_ms: Option<i64>,
+    /// Age of the newest heartbeat replicated from the source (`<source>.heartbeats`), which
+    /// exists when some flow writes heartbeats to the source: end-to-end freshness.
+    pub replicated_heartbeat_age_ms: Option<i64>,
+    /// Offsets not yet replicated, over all partitions (`None` when the source is down).
+    pub lag_records: Option<i64>,
+    /// Age of the oldest unreplicated record, over all partitions.
+    pub lag_seconds: Option<f64>,
+}
+
+/// Reads the status of `view`'s flow.
+pub fn flow_status(view: &FlowView) -> Result<FlowStatus, FlowError> {
+    let now = now_millis();
+    let (source, target) = (view.source.alias.as_str(), view.target.alias.as_str());
+    let heartbeats = view.naming.heartbeats_topic()?;
+    let newest = |topic: &str, own: bool| -> Result<Option<i64>, FlowError> {
+        let mut newest: Option<i64> = None;
+        if view.target_groups.topic_exists(topic)? {
+            read_topic(&view.target, &view.flow.target_admin, topic, super::READ_TIMEOUT, |k, v| {
+                if let Some(h) = v.and_then(|v| Heartbeat::decode(k, v)) {
+                    if !own || (h.source == source && h.target == target) {
+                        newest = Some(newest.map_or(h.timestamp, |n| n.max(h.timestamp)));
+                    }
+                }
+            })?;
+        }
+        Ok(newest.map(|ts| (now - ts).max(0)))
+    };
+    let heartbeat_age_ms = newest(&heartbeats, true)?;
+    let replicated_heartbeat_age_ms = newest(&view.naming.format_remote_topic(source, &heartbeats)?, false)?;
+    let (lag_records, lag_seconds) = if view.source_reachable {
+        let lags = partition_lags(view)?;
+        let records = lags.iter().map(|l| l.unreplicated).sum();
+        let oldest = lags.iter().filter_map(|l| l.oldest_age_ms).max().unwrap_or(0);
+        (Some(records), Some(oldest as f64 / 1000.0))
+    } else {
+        (None, None)
+    };
+    Ok(FlowStatus { flow: view.name.clone(), heartbeat_age_ms, replicated_heartbeat_age_ms, lag_records, lag_seconds })
+}

@@ -1,0 +1,254 @@
+//! Failover and failback of consumer groups on real clusters: checkpoints, group offset sync,
+//! and a consumer that resumes on the other cluster and reads until its lag is 0, checked record
+//! by record for skips and re-reads.
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use strait_core::offsets::mm2::Checkpoint;
+use support::groups::*;
+use support::*;
+
+/// The seed articles' scenario on `layout` (records per partition): `read` records consumed on
+/// us-east by a group, then the group fails over to us-west and reads to lag 0.
+fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
+    let s = stand();
+    let topic = unique("orders");
+    create_topic(&s.east, &topic, layout.len() as i32, 3, &[("min.insync.replicas", "2")]);
+    let sent = layout_records(layout);
+    produce(&s.east, &topic, &sent, &[]);
+    let group = unique("orders-cg");
+    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}\n{extra}")));
+    let remote = format!("us-east.{topic}");
+    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == sent.len() as i64), "log:\n{}", strait.log_text());
+
+    let east_read = consume_as_group(&s.east, &topic, &group, read);
+    assert_eq!(east_read.len(), read);
+    let committed = committed_offsets(&s.east, &group, &topic, layout.len());
+    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    let west_read = consume_to_lag_zero(&s.west, &remote, &group);
+    drop(strait);
+    Outcome::of(&sent, &east_read, &west_read, layout.len())
+}
+
+#[test]
+fn the_seed_scenario_resumes_exactly_where_the_group_left() {
+    let o = failover_scenario(&[67, 67, 66], 120, "");
+    assert_eq!(o.skipped, 0, "{o:?}");
+    assert!(o.rereads.iter().all(|&r| r <= 100), "re-reads above offset.lag.max: {o:?}");
+    assert_eq!(o.rereads, vec![0, 0, 0], "translation is exact at the default settings");
+    eprintln!("seed scenario, offset.lag.max = 100: {o:?}");
+}
+
+#[test]
+fn offset_lag_max_zero_re_reads_nothing() {
+    let o = failover_scenario(&[67, 67, 66], 120, "offset.lag.max = 0");
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+}
+
+#[test]
+fn uneven_partitions_with_an_empty_one() {
+    let o = failover_scenario(&[150, 40, 10, 0], 120, "");
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0, 0]), "{o:?}");
+}
+
+#[test]
+fn a_transactional_source_with_an_aborted_transaction() {
+    let s = stand();
+    let topic = unique("orders-tx");
+    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
+    // 200 committed records in transactions of 7 (a marker after each), and 30 aborted.
+    let sent = layout_records(&[67, 67, 66]);
+    produce_transactions(&s.east, &topic, &sent, 7, Some(100));
+    let group = unique("orders-cg");
+    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
+    let remote = format!("us-east.{topic}");
+    assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == 200), "log:\n{}", strait.log_text());
+    let east_read = consume_as_group(&s.east, &topic, &group, 120);
+    let committed = committed_offsets(&s.east, &group, &topic, 3);
+    // Gaps upstream, none downstream: the translated offsets differ from the committed ones.
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    assert!(synced.iter().zip(&committed).any(|(w, e)| w != e), "offsets should differ across the gaps: {synced:?} {committed:?}");
+    let west_read = consume_to_lag_zero(&s.west, &remote, &group);
+    let o = Outcome::of(&sent, &east_read, &west_read, 3);
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+}
+
+#[test]
+fn a_compacted_source_topic() {
+    let s = stand();
+    let topic = unique("orders-compacted");
+    create_topic(
+        &s.east,
+        &topic,
+        1,
+        3,
+        &[("cleanup.policy", "compact"), ("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")],
+    );
+    // Three rounds over 60 keys, each in its own segment; compaction leaves the last round.
+    let mut sent = Vec::new();
+    for round in 0..3 {
+        let batch: Vec<TestRecord> = (0..60).map(|k| TestRecord::kv(0, &format!("key-{k}"), &format!("v{round}-{k}"))).collect();
+        produce(&s.east, &topic, &batch, &[]);
+        sent.extend(batch);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    produce(&s.east, &topic, &[TestRecord::kv(0, "roll", "roll")], &[]);
+    assert!(
+        wait_until(Duration::from_secs(120), || count_readable(&s.east, &topic, 1) < 181),
+        "the log cleaner never compacted {topic} (is log.cleaner.backoff.ms low on the stand?)"
+    );
+    let group = unique("orders-cg");
+    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
+    let remote = format!("us-east.{topic}");
+    let left = count_readable(&s.east, &topic, 1);
+    assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 1) >= left), "log:\n{}", strait.log_text());
+    let east_read = consume_as_group(&s.east, &topic, &group, 30);
+    let committed = committed_offsets(&s.east, &group, &topic, 1);
+    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    let west_read = consume_to_lag_zero(&s.west, &remote, &group);
+    // What survived compaction upstream is what must be read, once.
+    let survivors: HashSet<Vec<u8>> = read_values(&s.east, &topic, 1).into_iter().collect();
+    let read: Vec<Vec<u8>> = east_read.iter().chain(&west_read).map(|r| r.2.clone()).collect();
+    let missing: Vec<_> = survivors.iter().filter(|v| !read.contains(v)).collect();
+    assert!(missing.is_empty(), "skipped {} surviving records", missing.len());
+    let rereads = west_read.iter().filter(|w| east_read.iter().any(|e| e.2 == w.2)).count();
+    assert_eq!(rereads, 0);
+}
+
+#[test]
+fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
+    let s = stand();
+    let topic = unique("orders");
+    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let sent = layout_records(&[67, 67, 66]);
+    produce(&s.east, &topic, &sent, &[]);
+    let group = unique("orders-cg");
+    let config = east_to_west(&topic, &format!("groups = {group}"));
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+
+    let mut east_read = consume_as_group(&s.east, &topic, &group, 60);
+    let first = committed_offsets(&s.east, &group, &topic, 3);
+    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == first), "log:\n{}", strait.log_text());
+    drop(strait);
+
+    // Between commits strait restarts.
+    let strait = Strait::start(&config);
+    east_read.extend(consume_as_group(&s.east, &topic, &group, 60));
+    let second = committed_offsets(&s.east, &group, &topic, 3);
+    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == second), "log:\n{}", strait.log_text());
+    let history = checkpoint_history(&s.west, &group);
+    for p in 0..3 {
+        let downs: Vec<i64> = history.iter().filter(|c| c.partition == p).map(|c| c.downstream).collect();
+        assert!(downs.windows(2).all(|w| w[0] <= w[1]), "partition {p} went back: {downs:?}");
+    }
+    wait_for_group_sync(&s.west, &group, &remote, &second, &strait);
+    let west_read = consume_to_lag_zero(&s.west, &remote, &group);
+    let o = Outcome::of(&sent, &east_read, &west_read, 3);
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+
+    // The group reads to 90% on us-east, is checkpointed there, then is rewound to 10%.
+    let late: Vec<i64> = [67, 67, 66].iter().map(|n| n * 9 / 10).collect();
+    commit(&s.east, &group, &topic, &late);
+    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == late), "log:\n{}", strait.log_text());
+    let early: Vec<i64> = [67, 67, 66].iter().map(|n| n / 10).collect();
+    commit(&s.east, &group, &topic, &early);
+    assert!(
+        wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == early),
+        "checkpoints did not follow the rewind: {:?}\nlog:\n{}",
+        latest_checkpoints(&s.west, &group, &remote, 3),
+        strait.log_text()
+    );
+}
+
+#[test]
+fn failback_maps_a_group_on_the_remote_topic_back_to_the_original() {
+    let s = stand();
+    let topic = unique("orders");
+    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let sent = layout_records(&[67, 67, 66]);
+    produce(&s.east, &topic, &sent, &[]);
+    let group = unique("orders-cg");
+    // Both directions; the way back replicates nothing of its own here.
+    let config = east_to_west(
+        &topic,
+        &format!("groups = {group}\nus-west->us-east.enabled = true\nus-west->us-east.topics = {}", unique("nothing")),
+    );
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+
+    // The group failed over earlier and consumed 150 records of the copy on us-west.
+    let west_read = consume_as_group(&s.west, &remote, &group, 150);
+    let on_west = committed_offsets(&s.west, &group, &remote, 3);
+    // us-east is back: the group's checkpoints map to `orders` there, and its offsets follow.
+    let synced = wait_for_group_sync(&s.east, &group, &topic, &on_west, &strait);
+    assert_eq!(synced, on_west, "a 1:1 copy maps back offset for offset");
+    let east_read = consume_to_lag_zero(&s.east, &topic, &group);
+    let o = Outcome::of(&sent, &west_read, &east_read, 3);
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+    let back: Vec<Checkpoint> = read_checkpoints(&s.east, "us-west.checkpoints.internal", &group);
+    assert!(back.iter().any(|c| c.topic == topic), "checkpoints name the original topic: {back:?}");
+}
+
+/// `records` as (partition, count) → values unique over the test.
+fn layout_records(layout: &[usize]) -> Vec<TestRecord> {
+    let mut out = Vec::new();
+    for (p, &n) in layout.iter().enumerate() {
+        for i in 0..n {
+            out.push(TestRecord::kv(p as i32, &format!("k{p}-{i}"), &format!("order-{p}-{i}")));
+        }
+    }
+    out
+}
+
+/// What a failed-over consumer did, per partition.
+#[derive(Debug)]
+struct Outcome {
+    skipped: usize,
+    rereads: Vec<usize>,
+}
+
+impl Outcome {
+    fn of(sent: &[TestRecord], before: &[Read], after: &[Read], partitions: usize) -> Self {
+        let seen: HashSet<&Vec<u8>> = before.iter().chain(after).map(|r| &r.2).collect();
+        let skipped = sent.iter().filter(|r| !seen.contains(r.value.as_ref().expect("value"))).count();
+        let earlier: HashSet<&Vec<u8>> = before.iter().map(|r| &r.2).collect();
+        let mut rereads = vec![0; partitions];
+        for r in after {
+            if earlier.contains(&r.2) {
+                rereads[r.0 as usize] += 1;
+            }
+        }
+        Self { skipped, rereads }
+    }
+}
+
+fn commit(bootstrap: &str, group: &str, topic: &str, offsets: &[i64]) {
+    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets.iter().enumerate() {
+        tpl.add_partition_offset(topic, p as i32, Offset::Offset(*o)).expect("tpl");
+    }
+    c.commit(&tpl, CommitMode::Sync).expect("commit");
+}
+
+/// Every checkpoint record of `group` in us-east.checkpoints.internal on us-west, in log order.
+fn checkpoint_history(west: &str, group: &str) -> Vec<Checkpoint> {
+    read_checkpoints(west, "us-east.checkpoints.internal", group)
+}
+
+/// The latest checkpoint's upstream offset per partition (-1 where there is none).
+fn latest_checkpoints(west: &str, group: &str, remote: &str, partitions: usize) -> Vec<i64> {
+    let mut latest = BTreeMap::new();
+    for c in checkpoint_history(west, group).into_iter().filter(|c| c.topic == remote) {
+        latest.insert(c.partition, c.upstream);
+    }
+    (0..partitions as i32).map(|p| latest.get(&p).copied().unwrap_or(-1)).collect()
+}
