@@ -10,6 +10,7 @@ RECORDS=${1:-1000000}
 SIZE=${2:-100}
 ROUNDS=${3:-2}
 K=scripts/kafka.sh
+. benches/lib.sh
 scripts/ensure-toolchain.sh
 cargo build --release --quiet
 cargo build --release --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2
@@ -24,21 +25,16 @@ $K tool org.apache.kafka.tools.ProducerPerformance --topic "$SOURCE" --num-recor
 
 run() { # $1 = label, $2 = extra config lines. A source alias per run gives each run a fresh
        # remote topic and position topic, so every run drains the whole backlog.
-  local label=$1 extra=$2 cfg port start end got pid
+  local label=$1 extra=$2 cfg port start end
   cfg=$(mktemp /tmp/strait-bench.XXXXXX.properties)
   port=$((20000 + RANDOM % 20000))
   printf 'clusters = %s, us-west\n%s.bootstrap.servers = %s\nus-west.bootstrap.servers = %s\n%s->us-west.enabled = true\n%s->us-west.topics = %s\n%s\n' \
     "$label" "$label" "$EAST" "$WEST" "$label" "$label" "$SOURCE" "$extra" >"$cfg"
   start=$(date +%s.%N)
-  STRAIT_LOG=warn target/release/strait run --config "$cfg" --metrics-listen "127.0.0.1:$port" 2>/dev/null &
-  pid=$!
-  got=0
-  while ((got < RECORDS)); do
-    sleep 0.1
-    got=$( (curl -s "http://127.0.0.1:$port/metrics" || true) | awk '/^strait_replication_records_total/ {s+=$2} END {printf "%d", s}')
-  done
+  strait_start "$cfg" "$port"
+  wait_replicated "$port" "$RECORDS"
   end=$(date +%s.%N)
-  kill -TERM $pid; wait $pid || true
+  strait_stop
   awk -v n="$RECORDS" -v s="$start" -v e="$end" -v l="$label" 'BEGIN {printf "%s %.0f records/s (%.2f s)\n", l, n/(e-s), e-s}'
 }
 

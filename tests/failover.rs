@@ -29,10 +29,30 @@ fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
     let east_read = consume_as_group(&s.east, &topic, &group, read);
     assert_eq!(east_read.len(), read);
     let committed = committed_offsets(&s.east, &group, &topic, layout.len());
-    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    // MM2's own RemoteClusterUtils reads strait's checkpoints and agrees.
+    let java = kafka_sh_stdout(&["tool", "tests/interop/TranslateOffsets.java", &s.west, "us-east", &group]);
+    for (p, offset) in synced.iter().enumerate().filter(|(_, o)| **o >= 0) {
+        assert!(java.lines().any(|l| l == format!("{remote} {p} {offset}")), "RemoteClusterUtils disagrees on partition {p} ({offset}):\n{java}");
+    }
+    let mm2_rereads = mm2_rereads(&strait, &group, &topic);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     drop(strait);
-    Outcome::of(&sent, &east_read, &west_read, layout.len())
+    Outcome { mm2_rereads, ..Outcome::of(&sent, &east_read, &west_read, layout.len()) }
+}
+
+/// What MM2's translation through the same offset syncs would have made the group re-read, from
+/// `strait offsets translate`'s mm2-syncs column (a 1:1 copy: offsets match across clusters).
+fn mm2_rereads(strait: &Strait, group: &str, topic: &str) -> Option<i64> {
+    let config = strait.config_path().to_str()?.to_string();
+    let (ok, out, err) = strait_cli(&["offsets", "translate", "--config", &config, "--group", group, "--from", "us-east", "--to", "us-west"]);
+    assert!(ok, "{err}");
+    let mut total = 0;
+    for row in out.lines().filter(|l| l.starts_with(topic)) {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        total += cols[2].parse::<i64>().ok()? - cols[5].parse::<i64>().ok()?;
+    }
+    Some(total)
 }
 
 #[test]
@@ -41,6 +61,7 @@ fn the_seed_scenario_resumes_exactly_where_the_group_left() {
     assert_eq!(o.skipped, 0, "{o:?}");
     assert!(o.rereads.iter().all(|&r| r <= 100), "re-reads above offset.lag.max: {o:?}");
     assert_eq!(o.rereads, vec![0, 0, 0], "translation is exact at the default settings");
+    assert!(o.mm2_rereads.is_some(), "the MM2 comparison column was read");
     eprintln!("seed scenario, offset.lag.max = 100: {o:?}");
 }
 
@@ -48,6 +69,7 @@ fn the_seed_scenario_resumes_exactly_where_the_group_left() {
 fn offset_lag_max_zero_re_reads_nothing() {
     let o = failover_scenario(&[67, 67, 66], 120, "offset.lag.max = 0");
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+    eprintln!("seed scenario, offset.lag.max = 0: {o:?}");
 }
 
 #[test]
@@ -213,6 +235,8 @@ fn layout_records(layout: &[usize]) -> Vec<TestRecord> {
 struct Outcome {
     skipped: usize,
     rereads: Vec<usize>,
+    /// Re-reads MM2's translation would have caused (`None` when not measured).
+    mm2_rereads: Option<i64>,
 }
 
 impl Outcome {
@@ -226,7 +250,7 @@ impl Outcome {
                 rereads[r.0 as usize] += 1;
             }
         }
-        Self { skipped, rereads }
+        Self { skipped, rereads, mm2_rereads: None }
     }
 }
 

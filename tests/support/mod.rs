@@ -49,6 +49,13 @@ pub fn kafka_sh(args: &[&str]) -> String {
     stdout.lines().last().unwrap_or_default().trim().to_string()
 }
 
+/// Runs `scripts/kafka.sh` from the repository root and returns its whole stdout.
+pub fn kafka_sh_stdout(args: &[&str]) -> String {
+    let out = Command::new("bash").current_dir(repo_root()).arg("scripts/kafka.sh").args(args).output().expect("bash");
+    assert!(out.status.success(), "scripts/kafka.sh {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// Starts (or finds running) the shared stand. Tests use unique topic names, so they can share it.
 pub fn stand() -> &'static Stand {
     static STAND: OnceLock<Stand> = OnceLock::new();
@@ -279,6 +286,19 @@ impl Strait {
         Self { child, metrics_port, log, config }
     }
 
+    /// The config file this process runs.
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.config
+    }
+
+    /// Stops the process with SIGTERM (it stores positions) and waits for it.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        if self.wait_exit(Duration::from_secs(60)).is_none() {
+            self.kill9();
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -320,6 +340,12 @@ impl Drop for Strait {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs a `strait` command to completion: (success, stdout, stderr).
+pub fn strait_cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strait")).args(args).output().expect("run strait");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 /// Records per partition, for comparisons that ignore the (target-assigned) timestamps' absence.

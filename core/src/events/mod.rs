@@ -94,13 +94,40 @@ pub struct PositionsStored<'a> {
     pub flow: &'a str,
     /// How many partition positions were written.
     pub partitions: usize,
+    /// How many closed runs of the offset mapping were written with them.
+    pub runs: usize,
+    /// Bytes the exact offset mapping added: closed run records, and the open run on position
+    /// records.
+    pub mapping_bytes: usize,
 }
 
 impl PositionsStored<'_> {
     /// Logs at debug level and counts.
     pub fn emit(&self) {
-        tracing::debug!(flow = self.flow, partitions = self.partitions, "stored positions");
-        counter!("strait_positions_stored_total", "flow" => self.flow.to_string()).increment(self.partitions as u64);
+        tracing::debug!(flow = self.flow, partitions = self.partitions, runs = self.runs, "stored positions");
+        let flow = self.flow.to_string();
+        counter!("strait_positions_stored_total", "flow" => flow.clone()).increment(self.partitions as u64);
+        counter!("strait_offset_runs_stored_total", "flow" => flow.clone()).increment(self.runs as u64);
+        counter!("strait_offset_mapping_bytes_total", "flow" => flow).increment(self.mapping_bytes as u64);
+    }
+}
+
+/// MM2-format offset syncs were handed to the producer.
+pub struct OffsetSyncsSent<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// How many.
+    pub syncs: usize,
+    /// Their key and value bytes.
+    pub bytes: usize,
+}
+
+impl OffsetSyncsSent<'_> {
+    /// Counts (no log line: they are routine).
+    pub fn emit(&self) {
+        let flow = self.flow.to_string();
+        counter!("strait_offset_syncs_sent_total", "flow" => flow.clone()).increment(self.syncs as u64);
+        counter!("strait_offset_syncs_bytes_total", "flow" => flow).increment(self.bytes as u64);
     }
 }
 

@@ -41,7 +41,8 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
     let fail = |what: String, e: rdkafka::error::KafkaError| ClusterError::Client { alias: view.source.alias.to_string(), what, reason: e.to_string() };
     let mut out = Vec::new();
     let mut peek = TopicPartitionList::new();
-    let mut keys: Vec<&(String, i32)> = view.translation.forward.partitions.keys().collect();
+    // The position topic holds every flow from this source; report the partitions of this one.
+    let mut keys: Vec<&(String, i32)> = view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).collect();
     keys.sort();
     for (topic, partition) in keys {
         let (low, high) = consumer
@@ -59,17 +60,43 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
     }
     consumer.assign(&peek).map_err(|e| fail("assigning".into(), e))?;
     let mut oldest: HashMap<(String, i32), i64> = HashMap::new();
+    let mut nothing_readable: Vec<(String, i32)> = Vec::new();
     let deadline = Instant::now() + PEEK_TIMEOUT;
-    while oldest.len() < peek.count() && Instant::now() < deadline {
-        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
-            if let Some(ts) = m.timestamp().to_millis() {
-                oldest.entry((m.topic().to_string(), m.partition())).or_insert(ts);
+    while oldest.len() + nothing_readable.len() < peek.count() && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                if let Some(ts) = m.timestamp().to_millis() {
+                    oldest.entry((m.topic().to_string(), m.partition())).or_insert(ts);
+                }
+            }
+            // Past the position there may be only transaction markers or aborted records: the
+            // consumer then reaches the end without a record.
+            _ => {
+                nothing_readable = reached_end(&consumer, &out, &oldest);
             }
         }
     }
     let now = now_millis();
     for lag in &mut out {
-        lag.oldest_age_ms = oldest.get(&(lag.topic.clone(), lag.partition)).map(|ts| (now - ts).max(0));
+        let key = (lag.topic.clone(), lag.partition);
+        lag.oldest_age_ms = oldest.get(&key).map(|ts| (now - ts).max(0));
+        if nothing_readable.contains(&key) {
+            lag.unreplicated = 0;
+        }
     }
     Ok(out)
+}
+
+/// Partitions with unreplicated offsets, no record read, and the consumer at their end.
+fn reached_end(consumer: &BaseConsumer, lags: &[PartitionLag], oldest: &HashMap<(String, i32), i64>) -> Vec<(String, i32)> {
+    let Ok(positions) = consumer.position() else { return Vec::new() };
+    lags.iter()
+        .filter(|l| l.unreplicated > 0 && !oldest.contains_key(&(l.topic.clone(), l.partition)))
+        .filter(|l| {
+            let position = positions.find_partition(&l.topic, l.partition).and_then(|e| e.offset().to_raw());
+            let high = consumer.fetch_watermarks(&l.topic, l.partition, PEEK_TIMEOUT).map(|(_, h)| h).ok();
+            matches!((position, high), (Some(p), Some(h)) if p >= h)
+        })
+        .map(|l| (l.topic.clone(), l.partition))
+        .collect()
 }

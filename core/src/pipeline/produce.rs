@@ -17,7 +17,7 @@ use rdkafka::ClientContext;
 use super::batch::{Batch, Record};
 use super::fetch::now_millis;
 use super::{FlowError, Slots};
-use crate::events::{FlowRetrying, PositionsStored, RecordRejected};
+use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected};
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::mm2::OffsetSync;
 use crate::offsets::{Progress, Run, RunTracker, SlotId, SyncRule};
@@ -295,22 +295,26 @@ impl ProduceStage {
             std::mem::take(&mut state.pending_syncs)
         };
         let slots = self.slots.read();
+        let (mut sent, mut bytes) = (0, 0);
         for (slot, sync) in due {
             let Some(s) = slots.get(slot as usize) else { continue };
             let key = OffsetSync::encode_key(&s.source_topic, s.partition);
             let value = sync.encode_value();
+            sent += 1;
+            bytes += key.len() + value.len();
             // A lost sync only makes translation coarser; it never loses data, so a full queue
             // drops it rather than stalling replication.
             if let Err((e, _)) = sink.producer.send(BaseRecord::to(&sink.topic).key(&key[..]).payload(&value[..])) {
                 FlowRetrying { flow: &self.flow, what: &format!("offset sync to {} not sent: {e}", sink.topic) }.emit();
             }
         }
+        OffsetSyncsSent { flow: &self.flow, syncs: sent, bytes }.emit();
     }
 
     fn store_positions(&self) {
         // Encoded before sending, for the same reason as in `produce_batch`. Closed runs go
         // first: a position record's open run supersedes the runs it follows.
-        let (encoded, partitions) = {
+        let (encoded, partitions, runs, mapping_bytes) = {
             let mut state = self.producer.context().state();
             if std::mem::take(&mut state.position_write_failed) {
                 FlowRetrying { flow: &self.flow, what: "a position write failed; rewriting positions" }.emit();
@@ -322,18 +326,24 @@ impl ProduceStage {
             }
             let slots = self.slots.read();
             let mut encoded: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(changed.len() + state.closed_runs.len());
-            for (slot, run) in std::mem::take(&mut state.closed_runs) {
+            let mut mapping_bytes = 0;
+            let closed = std::mem::take(&mut state.closed_runs);
+            for &(slot, run) in &closed {
                 if let Some(s) = slots.get(slot as usize) {
-                    encoded.push((encode_run_key(&s.source_topic, s.partition, run.upstream), encode_run_value(run)));
+                    let record = (encode_run_key(&s.source_topic, s.partition, run.upstream), encode_run_value(run));
+                    mapping_bytes += record.0.len() + record.1.len();
+                    encoded.push(record);
                 }
             }
             for &(slot, next) in &changed {
                 if let Some(s) = slots.get(slot as usize) {
                     let open = state.runs(slot, s.resume_run).open();
+                    // The open run adds three INT64s to a record written anyway.
+                    mapping_bytes += if open.is_some() { 24 } else { 0 };
                     encoded.push((encode_key(&s.source_topic, s.partition), encode_value(Stored { next, open })));
                 }
             }
-            (encoded, changed.len())
+            (encoded, changed.len(), closed.len(), mapping_bytes)
         };
         for (key, value) in &encoded {
             let record = BaseRecord::with_opaque_to(&self.positions_topic, Box::new(Delivery::Position)).key(&key[..]).payload(&value[..]);
@@ -341,7 +351,7 @@ impl ProduceStage {
                 self.producer.context().state().position_write_failed = true;
             }
         }
-        PositionsStored { flow: &self.flow, partitions }.emit();
+        PositionsStored { flow: &self.flow, partitions, runs, mapping_bytes }.emit();
     }
 
     fn rejection_error(&self, r: Rejection) -> FlowError {
