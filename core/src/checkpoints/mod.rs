@@ -19,7 +19,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 pub use groups::{Committed, Groups};
 
 use crate::cluster::ClusterError;
-use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig};
+use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{positions_topic, Mappings, TopicTail};
@@ -61,10 +61,12 @@ pub struct Translation {
 }
 
 impl Translation {
-    /// Every partition a group on `source_alias` could be checkpointed for.
-    pub fn watched(&self, naming: &dyn ReplicationPolicy, source_alias: &str, target_alias: &str) -> Result<Vec<Watched>, FlowError> {
+    /// Every partition a group on `source_alias` could be checkpointed for: the flow's own
+    /// topics (`topics`; the position topic may hold other flows from the same source), and
+    /// every topic the reverse flow replicated.
+    pub fn watched(&self, naming: &dyn ReplicationPolicy, topics: &TopicFilter, source_alias: &str, target_alias: &str) -> Result<Vec<Watched>, FlowError> {
         let mut out = Vec::new();
-        for (topic, partition) in self.forward.partitions.keys() {
+        for (topic, partition) in self.forward.partitions.keys().filter(|(t, _)| topics.matches(t)) {
             let target_topic = naming.format_remote_topic(source_alias, topic)?;
             out.push(Watched { source_topic: topic.clone(), partition: *partition, target_topic, back: false });
         }
@@ -113,6 +115,8 @@ pub struct CheckpointTask {
     pub target_alias: String,
     /// Intervals and group filter.
     pub config: CheckpointConfig,
+    /// The flow's `topics` / `topics.exclude`.
+    pub topics: TopicFilter,
     /// The flow's naming policy.
     pub naming: Box<dyn ReplicationPolicy>,
     /// Groups on the source.
@@ -169,7 +173,7 @@ impl CheckpointTask {
         if let Some(tail) = back_tail {
             tail.catch_up(READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
         }
-        let watched = translation.watched(self.naming.as_ref(), &self.source_alias, &self.target_alias)?;
+        let watched = translation.watched(self.naming.as_ref(), &self.topics, &self.source_alias, &self.target_alias)?;
         let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
 
@@ -290,7 +294,10 @@ mod tests {
         t.back.apply(&encode_run_key("pay", 0, 10), Some(&encode_run_value(Run { upstream: 10, downstream: 0, len: 5 })));
         t.back.apply(&encode_key("pay", 0), Some(&encode_value(Stored { next: 30, open: Some(Run { upstream: 17, downstream: 5, len: 13 }) })));
         let naming = crate::policy::tests_support::default_naming();
-        let watched = t.watched(naming.as_ref(), "a", "b").expect("names");
+        let all = TopicFilter::new(".*", "").expect("filter");
+        let watched = t.watched(naming.as_ref(), &all, "a", "b").expect("names");
+        let none = TopicFilter::new("other", "").expect("filter");
+        assert_eq!(t.watched(naming.as_ref(), &none, "a", "b").expect("names").len(), 1, "only the way back");
         assert_eq!(
             watched.iter().map(|w| (w.source_topic.as_str(), w.target_topic.as_str(), w.back)).collect::<Vec<_>>(),
             vec![("b.pay", "pay", true), ("orders", "a.orders", false)]

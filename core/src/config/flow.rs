@@ -457,6 +457,12 @@ sync.topic.acls.enabled = false
         let checkpoints = f.checkpoints.as_ref().expect("on by default");
         assert!(checkpoints.groups.matches("orders-cg-1") && !checkpoints.groups.matches("billing"));
         assert_eq!(checkpoints.sync_group_offsets, Some(Duration::from_secs(5)));
+        let defaults = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\n").unwrap();
+        let groups = &defaults.flows[0].checkpoints.as_ref().expect("on by default").groups;
+        assert!(groups.matches("orders-cg"));
+        for excluded in ["console-consumer-4711", "connect-mirror", "__strait"] {
+            assert!(!groups.matches(excluded), "{excluded} is excluded by MM2's default");
+        }
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl FlowView {
 
     /// Every partition a group could be translated for.
     pub fn watched(&self) -> Result<Vec<Watched>, FlowError> {
-        self.translation.watched(&self.naming, self.source.alias.as_str(), self.target.alias.as_str())
+        self.translation.watched(&self.naming, &self.flow.topics, self.source.alias.as_str(), self.target.alias.as_str())
     }
 
     /// The latest checkpoint of `group` per (target topic, partition), from the target.

@@ -164,6 +164,7 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
                 source_alias: source.alias.to_string(),
                 target_alias: target.alias.to_string(),
                 config: cfg.clone(),
+                topics: flow.topics.clone(),
                 naming,
                 source_groups: Groups::connect(source, &flow.consumer)?,
                 target_groups: Groups::connect(target, &flow.target_admin)?,
