@@ -28,7 +28,7 @@ pub fn translate(config: &Config, group: &str, from: &str, to: &str) -> anyhow::
 
 /// `strait failover`.
 pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool) -> anyhow::Result<()> {
-    let mut view = view(config, from, to)?;
+    let view = view(config, from, to)?;
     let plan = plan_failover(&view, group)?;
     println!("group {group}: failover {from} -> {to}");
     if plan.source_reachable {
@@ -51,7 +51,7 @@ pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool)
         println!("dry run: add --apply to commit these positions for {group} on {to}");
         return Ok(());
     }
-    match apply_failover(&mut view, &plan).with_context(|| format!("committing offsets for {group} on {to}"))? {
+    match apply_failover(&view, &plan).with_context(|| format!("committing offsets for {group} on {to}"))? {
         SyncOutcome::Committed(n) => println!("applied: {n} partition(s) of {group} moved forward on {to}; the others were already there"),
         SyncOutcome::Active(members) => {
             anyhow::bail!("{group} has {members} active member(s) on {to}; stop its consumers there and run again")

@@ -1,13 +1,13 @@
 //! Consumer groups on one cluster, as a replicator sees them: which exist, whether anyone is in
 //! them, where they committed, and committing for them while they are empty.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::cluster::{create_client, ClusterError};
+use crate::cluster::{create_client, list_group_offsets, ClusterError};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// How long one group request may take.
@@ -26,20 +26,20 @@ pub struct Committed {
     pub metadata: String,
 }
 
-/// Group operations on one cluster. librdkafka binds a client to one `group.id`, so offsets are
-/// read and committed through one consumer per group; none of them ever joins its group.
+/// Group operations on one cluster, through one client: listing, describing and reading
+/// offsets of any group. Only a commit needs a client of the group's own (librdkafka binds a
+/// client to one `group.id`); it is opened for the commit and never joins the group.
 pub struct Groups {
     cluster: ClusterConfig,
     settings: ClientSettings,
     lister: BaseConsumer,
-    per_group: HashMap<String, BaseConsumer>,
 }
 
 impl Groups {
     /// Connects to `cluster` with `settings`.
     pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
         let lister = consumer(cluster, settings, "strait")?;
-        Ok(Self { cluster: cluster.clone(), settings: settings.clone(), lister, per_group: HashMap::new() })
+        Ok(Self { cluster: cluster.clone(), settings: settings.clone(), lister })
     }
 
     fn fail(&self, what: String, reason: impl ToString) -> ClusterError {
@@ -64,56 +64,31 @@ impl Groups {
         Ok(list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum())
     }
 
-    fn group_client(&mut self, group: &str) -> Result<&BaseConsumer, ClusterError> {
-        if !self.per_group.contains_key(group) {
-            let c = consumer(&self.cluster, &self.settings, group)?;
-            self.per_group.insert(group.to_string(), c);
-        }
-        self.per_group.get(group).ok_or_else(|| self.fail(format!("opening a client for group `{group}`"), "not cached"))
-    }
-
-    /// Forgets the clients of groups not in `keep`.
-    pub fn retain(&mut self, keep: &[String]) {
-        self.per_group.retain(|g, _| keep.contains(g));
-    }
-
     /// `group`'s committed offsets among `partitions`; partitions without a commit are left out.
-    pub fn committed(&mut self, group: &str, partitions: &[(String, i32)]) -> Result<Vec<Committed>, ClusterError> {
+    pub fn committed(&self, group: &str, partitions: &[(String, i32)]) -> Result<Vec<Committed>, ClusterError> {
         if partitions.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tpl = TopicPartitionList::new();
-        for (topic, partition) in partitions {
-            tpl.add_partition(topic, *partition);
-        }
-        let alias = self.cluster.alias.to_string();
-        let got = self.group_client(group)?.committed_offsets(tpl, REQUEST_TIMEOUT).map_err(|e| ClusterError::Client {
-            alias,
-            what: format!("reading the committed offsets of group `{group}`"),
-            reason: e.to_string(),
-        })?;
-        Ok(got
-            .elements()
-            .iter()
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(o) if o >= 0 => {
-                    Some(Committed { topic: e.topic().to_string(), partition: e.partition(), offset: o, metadata: e.metadata().to_string() })
-                }
-                _ => None,
-            })
+        let wanted: HashSet<(&str, i32)> = partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+        let all = list_group_offsets(self.lister.client(), group, REQUEST_TIMEOUT)
+            .map_err(|reason| self.fail(format!("reading the committed offsets of group `{group}`"), reason))?;
+        Ok(all
+            .into_iter()
+            .filter(|(topic, partition, _, _)| wanted.contains(&(topic.as_str(), *partition)))
+            .map(|(topic, partition, offset, metadata)| Committed { topic, partition, offset, metadata })
             .collect())
     }
 
     /// Commits `offsets` for `group`. The broker accepts a commit from outside the group only
     /// while the group has no members, so a group that became active meanwhile refuses it.
-    pub fn commit(&mut self, group: &str, offsets: &[Committed]) -> Result<(), ClusterError> {
+    pub fn commit(&self, group: &str, offsets: &[Committed]) -> Result<(), ClusterError> {
         let mut tpl = TopicPartitionList::new();
         for c in offsets {
             tpl.add_partition_offset(&c.topic, c.partition, Offset::Offset(c.offset))
                 .map_err(|e| self.fail(format!("committing for group `{group}`"), e))?;
         }
         let alias = self.cluster.alias.to_string();
-        self.group_client(group)?.commit(&tpl, CommitMode::Sync).map_err(|e| ClusterError::Client {
+        consumer(&self.cluster, &self.settings, group)?.commit(&tpl, CommitMode::Sync).map_err(|e| ClusterError::Client {
             alias,
             what: format!("committing offsets for group `{group}`"),
             reason: e.to_string(),

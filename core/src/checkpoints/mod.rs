@@ -178,7 +178,6 @@ impl CheckpointTask {
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
 
         let groups: Vec<String> = self.source_groups.list()?.into_iter().filter(|g| g != "strait" && self.config.groups.matches(g)).collect();
-        self.source_groups.retain(&groups);
         let (mut written, mut moved_groups) = (0, 0);
         for group in &groups {
             let committed = self.source_groups.committed(group, &partitions)?;
@@ -222,7 +221,7 @@ impl CheckpointTask {
         let groups: BTreeSet<String> = self.last.keys().map(|(g, _, _)| g.clone()).collect();
         for group in groups {
             let checkpoints: Vec<Checkpoint> = self.last.values().filter(|c| c.group == group).cloned().collect();
-            match sync_group(&mut self.target_groups, &group, &checkpoints) {
+            match sync_group(&self.target_groups, &group, &checkpoints) {
                 Ok(SyncOutcome::Active(members)) => GroupSyncSkipped { flow: &self.flow, group: &group, members }.emit(),
                 Ok(SyncOutcome::Committed(n)) if n > 0 => GroupOffsetsSynced { flow: &self.flow, group: &group, partitions: n }.emit(),
                 Ok(SyncOutcome::Committed(_)) => {}
@@ -243,7 +242,7 @@ pub enum SyncOutcome {
 
 /// Commits `checkpoints` for `group` on the target where they are ahead of its commits there,
 /// only while the group has no members, never moving it backwards.
-pub fn sync_group(target: &mut Groups, group: &str, checkpoints: &[Checkpoint]) -> Result<SyncOutcome, ClusterError> {
+pub fn sync_group(target: &Groups, group: &str, checkpoints: &[Checkpoint]) -> Result<SyncOutcome, ClusterError> {
     let members = target.members(group)?;
     if members > 0 {
         return Ok(SyncOutcome::Active(members));

@@ -2,6 +2,7 @@
 //! and their errors turned into one line that names the cluster and the fix.
 
 mod admin;
+mod group_offsets;
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel}
 use rdkafka::error::KafkaError;
 
 pub use admin::{AdminError, ClusterAdmin, Ensured, TopicSpec};
+pub use group_offsets::{list_group_offsets, GroupOffset};
 
 use crate::config::{ClientSettings, ClusterConfig};
 

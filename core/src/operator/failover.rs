@@ -30,7 +30,7 @@ pub fn plan_failover(view: &FlowView, group: &str) -> Result<FailoverPlan, FlowE
 
 /// Commits the plan's positions for the group on the target, if the group has no members
 /// there; a position the group already passed there is left alone.
-pub fn apply_failover(view: &mut FlowView, plan: &FailoverPlan) -> Result<SyncOutcome, FlowError> {
+pub fn apply_failover(view: &FlowView, plan: &FailoverPlan) -> Result<SyncOutcome, FlowError> {
     let checkpoints: Vec<Checkpoint> = plan
         .positions
         .iter()
@@ -45,5 +45,5 @@ pub fn apply_failover(view: &mut FlowView, plan: &FailoverPlan) -> Result<SyncOu
             })
         })
         .collect();
-    Ok(sync_group(&mut view.target_groups, &plan.group, &checkpoints)?)
+    Ok(sync_group(&view.target_groups, &plan.group, &checkpoints)?)
 }

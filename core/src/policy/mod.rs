@@ -100,7 +100,7 @@ pub(crate) mod tests_support {
 
 #[cfg(test)]
 mod tests {
-    use super::tests_support::{flow, naming};
+    use super::tests_support::naming;
     use super::*;
 
     #[test]

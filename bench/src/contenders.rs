@@ -1,0 +1,133 @@
+//! The three contenders and exactly how each is run. Every run gets a fresh source alias or
+//! target topic, so each drains the whole backlog into a fresh topic.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::kafka::Stand;
+
+/// Who replicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Contender {
+    /// `strait-ceiling`: a bare rdkafka consume-produce loop.
+    Ceiling,
+    /// `strait run` with the default (WASM) policy and every default: offset syncs,
+    /// checkpoints, group sync and heartbeats on.
+    Strait,
+    /// MirrorMaker 2 from Maven Central, dedicated mode.
+    Mm2,
+}
+
+impl Contender {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Contender::Ceiling => "ceiling",
+            Contender::Strait => "strait",
+            Contender::Mm2 => "mm2",
+        }
+    }
+
+    /// The settings it runs with, for the results file.
+    pub fn settings(self, partitions: i32) -> String {
+        match self {
+            Contender::Ceiling => "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100) and one rdkafka producer \
+                (idempotent, acks=all, linger.ms=5, batch.size=1000000), one thread"
+                .into(),
+            Contender::Strait => "strait defaults: idempotent producer, acks=all, linger.ms=5, 2000-record batches, WASM default policy, \
+                offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
+                .into(),
+            Contender::Mm2 => format!(
+                "MirrorMaker 2 dedicated mode, tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 (acks=all, idempotent: \
+                 Connect's defaults), consumer max.poll.records=2000, offset syncs and checkpoints at their defaults, heartbeats on, \
+                 sync.topic.acls.enabled=false"
+            ),
+        }
+    }
+}
+
+/// A contender replicating.
+pub struct Running {
+    /// Its process (for MM2, the JVM: `kafka.sh mm2` execs it).
+    pub child: Child,
+    /// Where its records land on us-west.
+    pub target_topic: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `contender` replicating `source_topic` (with `partitions`) from us-east to us-west;
+/// `run` makes its names unique, `out` holds its config and log.
+pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions: i32, run: &str, out: &Path) -> anyhow::Result<Running> {
+    let log = File::create(out.join(format!("{run}.log"))).context("log file")?;
+    let bin = |name: &str| -> anyhow::Result<PathBuf> {
+        Ok(std::env::current_exe().context("own path")?.parent().context("own directory")?.join(name))
+    };
+    let alias = run.replace(['-', '.'], "");
+    let config = |text: String| -> anyhow::Result<PathBuf> {
+        let path = out.join(format!("{run}.properties"));
+        std::fs::write(&path, text).context("config file")?;
+        Ok(path)
+    };
+    let common = format!(
+        "clusters = {alias}, us-west\n{alias}.bootstrap.servers = {}\nus-west.bootstrap.servers = {}\n{alias}->us-west.enabled = true\n\
+         {alias}->us-west.topics = {source_topic}\nreplication.factor = 1\n",
+        stand.east, stand.west
+    );
+    let (child, target_topic) = match contender {
+        Contender::Ceiling => {
+            let target = format!("ceiling-{run}");
+            stand.create_topic(false, &target, partitions)?;
+            let child = Command::new(bin("strait-ceiling")?)
+                .args([&stand.east, &stand.west, source_topic, &target, &partitions.to_string()])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .context("starting strait-ceiling (build it with `cargo build --release -p strait-bench`)")?;
+            (child, target)
+        }
+        Contender::Strait => {
+            let path = config(common)?;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let child = Command::new(bin("strait")?)
+                .args(["run", "--config"])
+                .arg(&path)
+                .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+                .env("STRAIT_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .context("starting strait (build it with `cargo build --release`)")?;
+            (child, format!("{alias}.{source_topic}"))
+        }
+        Contender::Mm2 => {
+            let path = config(format!(
+                "{common}tasks.max = {partitions}\ncheckpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
+                 offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n\
+                 config.storage.replication.factor = 1\nus-west.producer.linger.ms = 5\nus-west.producer.batch.size = 1000000\n\
+                 {alias}.consumer.max.poll.records = 2000\nsync.topic.acls.enabled = false\n"
+            ))?;
+            let child = Command::new("bash")
+                .current_dir(&stand.root)
+                .args(["scripts/kafka.sh", "mm2"])
+                .arg(&path)
+                .env("STRAIT_LOG_LEVEL", "WARN")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .context("starting MirrorMaker 2")?;
+            (child, format!("{alias}.{source_topic}"))
+        }
+    };
+    Ok(Running { child, target_topic })
+}

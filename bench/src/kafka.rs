@@ -1,0 +1,79 @@
+//! The clusters, through `scripts/kafka.sh` (the same script the tests use) and rdkafka.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+/// The two clusters of the stand and the repository they are driven from.
+pub struct Stand {
+    /// The repository root.
+    pub root: PathBuf,
+    /// us-east's bootstrap servers.
+    pub east: String,
+    /// us-west's bootstrap servers.
+    pub west: String,
+    watermarks: BaseConsumer,
+}
+
+impl Stand {
+    /// Starts (or finds running) us-east (3 brokers) and us-west (1 broker).
+    pub fn start(root: &Path) -> anyhow::Result<Self> {
+        let east = kafka_sh(root, &["start", "us-east", "3", "19092"])?;
+        let west = kafka_sh(root, &["start", "us-west", "1", "29092"])?;
+        let watermarks = ClientConfig::new().set("bootstrap.servers", &west).set("group.id", "strait-bench").create().context("watermark client")?;
+        Ok(Self { root: root.to_path_buf(), east, west, watermarks })
+    }
+
+    /// Creates `topic` on us-east (`east`) or us-west with `partitions` and replication factor 1.
+    pub fn create_topic(&self, east: bool, topic: &str, partitions: i32) -> anyhow::Result<()> {
+        let cluster = if east { "us-east" } else { "us-west" };
+        let p = partitions.to_string();
+        kafka_sh(&self.root, &["topics", cluster, "--create", "--topic", topic, "--partitions", &p, "--replication-factor", "1"]).map(drop)
+    }
+
+    /// Loads `records` records of `size` bytes into `topic` on us-east as fast as it goes.
+    pub fn preload(&self, topic: &str, records: u64, size: usize) -> anyhow::Result<()> {
+        let status = self.producer_performance(topic, records, size, None)?.wait().context("ProducerPerformance")?;
+        if !status.success() {
+            bail!("loading {topic} failed ({status})");
+        }
+        Ok(())
+    }
+
+    /// Starts a producer writing `records` records of `size` bytes into `topic` on us-east at
+    /// `rate` records per second, or as fast as it goes.
+    pub fn producer_performance(&self, topic: &str, records: u64, size: usize, rate: Option<u64>) -> anyhow::Result<Child> {
+        let (records, size) = (records.to_string(), size.to_string());
+        let throughput = rate.map_or("-1".to_string(), |r| r.to_string());
+        // Steady mode sends with a short linger, so the producer adds little to the latency.
+        let linger = if rate.is_some() { "linger.ms=1" } else { "linger.ms=10" };
+        Command::new("bash")
+            .current_dir(&self.root)
+            .args(["scripts/kafka.sh", "tool", "org.apache.kafka.tools.ProducerPerformance", "--topic", topic])
+            .args(["--num-records", &records, "--record-size", &size, "--throughput", &throughput, "--bootstrap-server", &self.east])
+            .args(["--producer-props", "acks=1", linger, "batch.size=262144"])
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting ProducerPerformance")
+    }
+
+    /// Records in `topic` on us-west (sum of high watermarks; 0 while it does not exist).
+    pub fn target_records(&self, topic: &str, partitions: i32) -> u64 {
+        (0..partitions)
+            .map(|p| self.watermarks.fetch_watermarks(topic, p, Duration::from_secs(5)).map_or(0, |(_, high)| high.max(0) as u64))
+            .sum()
+    }
+}
+
+/// Runs `scripts/kafka.sh ARGS` and returns its last stdout line.
+pub fn kafka_sh(root: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("bash").current_dir(root).arg("scripts/kafka.sh").args(args).output().context("running scripts/kafka.sh")?;
+    if !out.status.success() {
+        bail!("scripts/kafka.sh {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string())
+}

@@ -1,0 +1,110 @@
+//! `strait-bench`: strait, real MirrorMaker 2 and the raw copy ceiling on the same clusters and
+//! the same data, in one run. Each contender drains the same pre-loaded backlog into a fresh
+//! topic, per record size; then each follows a steady load for latency. Writes a JSON file, an
+//! SVG chart and a Markdown section (appended to benches/RESULTS.md unless `--quick`).
+//!
+//! Run from the repository root after `cargo build --release --workspace`; `benches/vs-mm2.sh`
+//! does both.
+
+mod contenders;
+mod kafka;
+mod process;
+mod report;
+mod run;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+use contenders::Contender;
+use report::{Results, SizeResult};
+
+#[derive(Parser)]
+#[command(name = "strait-bench", about = "strait vs MirrorMaker 2 vs a raw copy loop, side by side")]
+struct Args {
+    /// Small backlogs and short steady runs (a few minutes): a smoke test, not a measurement.
+    #[arg(long)]
+    quick: bool,
+    /// Partitions of every topic.
+    #[arg(long, default_value_t = 6)]
+    partitions: i32,
+    /// Where the JSON file and the chart go.
+    #[arg(long, default_value = "benches/results")]
+    results: PathBuf,
+    /// The Markdown file the table is appended to (full runs only).
+    #[arg(long, default_value = "benches/RESULTS.md")]
+    markdown: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let root = std::env::current_dir().context("current directory")?;
+    if !root.join("scripts/kafka.sh").exists() {
+        bail!("run strait-bench from the repository root (scripts/kafka.sh not found in {})", root.display());
+    }
+    let mode = if args.quick { "quick" } else { "full" };
+    let logs = std::env::temp_dir().join(format!("strait-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).context("log directory")?;
+    std::fs::create_dir_all(&args.results).context("results directory")?;
+    eprintln!("strait-bench ({mode}): contender logs in {}", logs.display());
+
+    let stand = kafka::Stand::start(&root)?;
+    // (record size, backlog records) and the steady run's length.
+    let (sizes, steady_seconds): (&[(usize, u64)], u64) =
+        if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 2_000_000), (1024, 1_000_000), (10240, 100_000)], 20) };
+    let contenders = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
+    let tag = std::process::id();
+    let mut results = Vec::new();
+    for &(size, records) in sizes {
+        let backlog = format!("backlog-{size}-{tag}");
+        stand.create_topic(true, &backlog, args.partitions)?;
+        eprintln!("loading {records} records of {size} B into {backlog}");
+        stand.preload(&backlog, records, size)?;
+        let mut drains = Vec::new();
+        for c in contenders {
+            let d = run::drain(c, &stand, &backlog, args.partitions, records, size, &format!("{}-drain-{size}-{tag}", c.name()), &logs)?;
+            eprintln!("  {:<8} drain: {:>9.0} records/s {:>7.1} MB/s, {:.1} CPU s, peak RSS {:.0} MiB", c.name(), d.records_per_second, d.mb_per_second, d.cpu_seconds, d.peak_rss_mib);
+            drains.push((c, d));
+        }
+        let ceiling = drains.iter().find(|(c, _)| *c == Contender::Ceiling).map_or(1000.0, |(_, d)| d.records_per_second);
+        let rate = ((ceiling * 0.5) as u64).max(100);
+        let mut steady = Vec::new();
+        for c in contenders {
+            let s = run::steady(c, &stand, args.partitions, size, rate, steady_seconds, &format!("{}-steady-{size}-{tag}", c.name()), &logs)?;
+            eprintln!("  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms", c.name(), s.p50_ms, s.p99_ms, s.p999_ms);
+            steady.push((c, s));
+        }
+        results.push(SizeResult { size, records, drains, steady });
+    }
+
+    let date = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().context("date")?.stdout).trim().to_string();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let results = Results {
+        date: date.clone(),
+        machine: format!("{cores} cores, {memory_gib:.0} GiB"),
+        command: if args.quick { "benches/vs-mm2.sh --quick".into() } else { "benches/vs-mm2.sh".into() },
+        partitions: args.partitions,
+        settings: contenders.iter().map(|c| (*c, c.settings(args.partitions))).collect(),
+        sizes: results,
+    };
+    let stem = format!("vs-mm2-{date}-{mode}");
+    let json = args.results.join(format!("{stem}.json"));
+    let svg = args.results.join(format!("{stem}.svg"));
+    results.write_json(&json)?;
+    results.chart(&svg)?;
+    let chart_link = svg.strip_prefix("benches").unwrap_or(&svg).display().to_string();
+    let md = results.markdown(&chart_link);
+    println!("{md}");
+    if !args.quick {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&args.markdown).with_context(|| format!("opening {}", args.markdown.display()))?;
+        f.write_all(md.as_bytes())?;
+    }
+    eprintln!("wrote {} and {}", json.display(), svg.display());
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! The harness's output: a JSON file, a Markdown section for benches/RESULTS.md, and an SVG
+//! chart of throughput and latency per contender and size.
+
+use std::path::Path;
+
+use anyhow::Context;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::contenders::Contender;
+use crate::run::{Drain, Steady};
+
+/// One record size's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    /// Record (value) size in bytes.
+    pub size: usize,
+    /// Backlog records drained.
+    pub records: u64,
+    /// Per contender: the drain.
+    pub drains: Vec<(Contender, Drain)>,
+    /// Per contender: the steady mode.
+    pub steady: Vec<(Contender, Steady)>,
+}
+
+impl SizeResult {
+    fn drain(&self, c: Contender) -> Option<&Drain> {
+        self.drains.iter().find(|(k, _)| *k == c).map(|(_, d)| d)
+    }
+
+    fn steady_of(&self, c: Contender) -> Option<&Steady> {
+        self.steady.iter().find(|(k, _)| *k == c).map(|(_, s)| s)
+    }
+}
+
+/// Everything one invocation measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// UTC date of the run.
+    pub date: String,
+    /// Cores and memory of the machine.
+    pub machine: String,
+    /// The command that produced it.
+    pub command: String,
+    /// Partitions of every topic.
+    pub partitions: i32,
+    /// How each contender ran.
+    pub settings: Vec<(Contender, String)>,
+    /// Per record size.
+    pub sizes: Vec<SizeResult>,
+}
+
+fn size_name(size: usize) -> String {
+    if size >= 1024 { format!("{} KiB", size / 1024) } else { format!("{size} B") }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "-".into(),
+    }
+}
+
+impl Results {
+    /// Writes the JSON file.
+    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        std::fs::write(path, serde_json::to_string_pretty(self)?).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// The Markdown section for benches/RESULTS.md.
+    pub fn markdown(&self, chart: &str) -> String {
+        let mut md = format!(
+            "\n## strait vs MirrorMaker 2 vs the raw copy ceiling ({})\n\n{}, Kafka 4.3.1 on loopback (`us-east` 3 brokers, `us-west` 1 broker), \
+             {} partitions per topic. Command:\n\n    {}\n\n",
+            self.date, self.machine, self.partitions, self.command
+        );
+        for (c, s) in &self.settings {
+            md += &format!("- **{}**: {s}\n", c.name());
+        }
+        md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | p50 ms | p99 ms | p99.9 ms |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for s in &self.sizes {
+            for (c, d) in &s.drains {
+                let st = s.steady_of(*c);
+                let lat = |f: fn(&Steady) -> f64| st.map_or("-".to_string(), |st| format!("{:.0}", f(st)));
+                md += &format!(
+                    "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {} | {} |\n",
+                    size_name(s.size),
+                    c.name(),
+                    d.records_per_second,
+                    d.mb_per_second,
+                    d.cpu_seconds,
+                    d.records_per_cpu_second,
+                    d.peak_rss_mib,
+                    d.first_record_seconds,
+                    lat(|s| s.p50_ms),
+                    lat(|s| s.p99_ms),
+                    lat(|s| s.p999_ms)
+                );
+            }
+        }
+        md += "\nRatios from this run, against the goals of issue 5:\n\n";
+        md += "| size | strait/MM2 records per CPU-s (goal ≥ 3) | strait/ceiling throughput (goal ≥ 0.9) | MM2 RSS / strait RSS (goal ≥ 8) | strait p99 ms (goal ≤ 50) |\n|---|---|---|---|---|\n";
+        for s in &self.sizes {
+            let (st, mm, ce) = (s.drain(Contender::Strait), s.drain(Contender::Mm2), s.drain(Contender::Ceiling));
+            md += &format!(
+                "| {} | {} | {} | {} | {} |\n",
+                size_name(s.size),
+                ratio(st.map(|d| d.records_per_cpu_second), mm.map(|d| d.records_per_cpu_second)),
+                ratio(st.map(|d| d.records_per_second), ce.map(|d| d.records_per_second)),
+                ratio(mm.map(|d| d.peak_rss_mib), st.map(|d| d.peak_rss_mib)),
+                s.steady_of(Contender::Strait).map_or("-".into(), |x| format!("{:.0}", x.p99_ms)),
+            );
+        }
+        md += &format!("\nChart: [{chart}]({chart}). Throughput is over the drain (first to last replicated record); CPU is the \
+                        process's user + system time over the same span; latency is arrival at a consumer on the target minus the source \
+                        record's timestamp, after a 5 s warm-up load, at 50% of the ceiling's drain rate.\n");
+        md
+    }
+
+    /// Draws MB/s and p99 latency per size and contender.
+    pub fn chart(&self, path: &Path) -> anyhow::Result<()> {
+        let root = SVGBackend::new(path, (1100, 440)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (left, right) = root.split_horizontally(550);
+        let contenders = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
+        let colors = [RGBColor(120, 120, 120), RGBColor(31, 119, 180), RGBColor(214, 39, 40)];
+        type Metric = Box<dyn Fn(&SizeResult, Contender) -> Option<f64>>;
+        let panels: [(&str, Metric); 2] = [
+            ("drain throughput, MB/s", Box::new(|s: &SizeResult, c| s.drain(c).map(|d| d.mb_per_second))),
+            ("steady p99 latency, ms", Box::new(|s: &SizeResult, c| s.steady_of(c).map(|x| x.p99_ms))),
+        ];
+        for (area, (title, value)) in [left, right].iter().zip(panels.iter()) {
+            let max = self.sizes.iter().flat_map(|s| contenders.iter().filter_map(|c| value(s, *c))).fold(1.0_f64, f64::max) * 1.15;
+            let n = self.sizes.len();
+            let mut chart = ChartBuilder::on(area)
+                .caption(*title, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(30)
+                .y_label_area_size(50)
+                .build_cartesian_2d(0.0..(n as f64 * 4.0), 0.0..max)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let names: Vec<String> = self.sizes.iter().map(|s| size_name(s.size)).collect();
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n * 4)
+                .x_label_formatter(&|x| {
+                    let i = (*x / 4.0).floor() as usize;
+                    if (*x - (i as f64 * 4.0 + 1.5)).abs() < 0.5 { names.get(i).cloned().unwrap_or_default() } else { String::new() }
+                })
+                .draw()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (ci, c) in contenders.iter().enumerate() {
+                let color = colors[ci];
+                let bars: Vec<Rectangle<(f64, f64)>> = self
+                    .sizes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(si, s)| value(s, *c).map(|v| (si, v)))
+                    .map(|(si, v)| {
+                        let x = si as f64 * 4.0 + 0.5 + ci as f64;
+                        Rectangle::new([(x, 0.0), (x + 0.9, v)], color.filled())
+                    })
+                    .collect();
+                chart
+                    .draw_series(bars)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .label(c.name())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            }
+            chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
+    }
+}
