@@ -16,7 +16,6 @@ pub struct Stand {
     pub east: String,
     /// us-west's bootstrap servers.
     pub west: String,
-    watermarks: BaseConsumer,
 }
 
 impl Stand {
@@ -24,8 +23,7 @@ impl Stand {
     pub fn start(root: &Path) -> anyhow::Result<Self> {
         let east = kafka_sh(root, &["start", "us-east", "3", "19092"])?;
         let west = kafka_sh(root, &["start", "us-west", "1", "29092"])?;
-        let watermarks = ClientConfig::new().set("bootstrap.servers", &west).set("group.id", "strait-bench").create().context("watermark client")?;
-        Ok(Self { root: root.to_path_buf(), east, west, watermarks })
+        Ok(Self { root: root.to_path_buf(), east, west })
     }
 
     /// Creates `topic` on us-east (`east`) or us-west with `partitions` and replication factor 1.
@@ -61,11 +59,23 @@ impl Stand {
             .context("starting ProducerPerformance")
     }
 
-    /// Records in `topic` on us-west (sum of high watermarks; 0 while it does not exist).
-    pub fn target_records(&self, topic: &str, partitions: i32) -> u64 {
-        (0..partitions)
-            .map(|p| self.watermarks.fetch_watermarks(topic, p, Duration::from_secs(5)).map_or(0, |(_, high)| high.max(0) as u64))
-            .sum()
+    /// A client on us-west for [`Stand::target_records`]. librdkafka remembers a topic it found
+    /// missing, so it is made once the topic exists (see [`Stand::target_exists`]).
+    pub fn watermark_client(&self) -> anyhow::Result<BaseConsumer> {
+        ClientConfig::new().set("bootstrap.servers", &self.west).set("group.id", "strait-bench").create().context("watermark client")
+    }
+
+    /// Whether `topic` exists on us-west, asked with a fresh client.
+    pub fn target_exists(&self, topic: &str) -> bool {
+        self.watermark_client()
+            .ok()
+            .and_then(|c| c.fetch_metadata(Some(topic), Duration::from_secs(5)).ok())
+            .is_some_and(|md| md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+    }
+
+    /// Records in `topic` on us-west (sum of high watermarks).
+    pub fn target_records(client: &BaseConsumer, topic: &str, partitions: i32) -> u64 {
+        (0..partitions).map(|p| client.fetch_watermarks(topic, p, Duration::from_secs(5)).map_or(0, |(_, high)| high.max(0) as u64)).sum()
     }
 }
 

@@ -77,14 +77,15 @@ impl Results {
         for (c, s) in &self.settings {
             md += &format!("- **{}**: {s}\n", c.name());
         }
-        md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | p50 ms | p99 ms | p99.9 ms |\n";
-        md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | steady rate asked / achieved | p50 ms | p99 ms | p99.9 ms |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for s in &self.sizes {
             for (c, d) in &s.drains {
                 let st = s.steady_of(*c);
                 let lat = |f: fn(&Steady) -> f64| st.map_or("-".to_string(), |st| format!("{:.0}", f(st)));
+                let rates = st.map_or("-".to_string(), |st| format!("{} / {:.0}", st.rate, st.achieved_rate));
                 md += &format!(
-                    "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {} | {} |\n",
+                    "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {rates} | {} | {} | {} |\n",
                     size_name(s.size),
                     c.name(),
                     d.records_per_second,
@@ -138,17 +139,15 @@ impl Results {
                 .margin(12)
                 .x_label_area_size(30)
                 .y_label_area_size(50)
-                .build_cartesian_2d(0.0..(n as f64 * 4.0), 0.0..max)
+                // Group i is centred on x = i, so the axis labels fall under their bars.
+                .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..max)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let names: Vec<String> = self.sizes.iter().map(|s| size_name(s.size)).collect();
             chart
                 .configure_mesh()
                 .disable_x_mesh()
-                .x_labels(n * 4)
-                .x_label_formatter(&|x| {
-                    let i = (*x / 4.0).floor() as usize;
-                    if (*x - (i as f64 * 4.0 + 1.5)).abs() < 0.5 { names.get(i).cloned().unwrap_or_default() } else { String::new() }
-                })
+                .x_labels(n)
+                .x_label_formatter(&|x| names.get(x.round().max(0.0) as usize).cloned().unwrap_or_default())
                 .draw()
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for (ci, c) in contenders.iter().enumerate() {
@@ -159,8 +158,8 @@ impl Results {
                     .enumerate()
                     .filter_map(|(si, s)| value(s, *c).map(|v| (si, v)))
                     .map(|(si, v)| {
-                        let x = si as f64 * 4.0 + 0.5 + ci as f64;
-                        Rectangle::new([(x, 0.0), (x + 0.9, v)], color.filled())
+                        let x = si as f64 - 0.4 + ci as f64 * 0.27;
+                        Rectangle::new([(x, 0.0), (x + 0.25, v)], color.filled())
                     })
                     .collect();
                 chart

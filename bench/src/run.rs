@@ -51,17 +51,25 @@ pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions
     let running = start(contender, stand, source_topic, partitions, run, out)?;
     let pid = running.child.id();
     let mut first: Option<(Instant, f64)> = None;
+    let mut watermarks = None;
     loop {
         std::thread::sleep(Duration::from_millis(100));
-        let got = stand.target_records(&running.target_topic, partitions);
+        if started.elapsed() > DRAIN_TIMEOUT {
+            bail!("{} did not replicate {records} records in {}s; see {}/{run}.log", contender.name(), DRAIN_TIMEOUT.as_secs(), out.display());
+        }
+        if watermarks.is_none() {
+            if !stand.target_exists(&running.target_topic) {
+                continue;
+            }
+            watermarks = Some(stand.watermark_client()?);
+        }
+        let Some(client) = &watermarks else { continue };
+        let got = Stand::target_records(client, &running.target_topic, partitions);
         if got > 0 && first.is_none() {
             first = Some((Instant::now(), cpu_seconds(pid).unwrap_or(0.0)));
         }
         if got >= records {
             break;
-        }
-        if started.elapsed() > DRAIN_TIMEOUT {
-            bail!("{} replicated {got} of {records} records in {}s; see {}/{run}.log", contender.name(), DRAIN_TIMEOUT.as_secs(), out.display());
         }
     }
     let end = Instant::now();
@@ -89,8 +97,11 @@ pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions
 /// Replication latency under a steady load.
 #[derive(Debug, Clone, Serialize)]
 pub struct Steady {
-    /// Records per second produced.
+    /// Records per second asked of the producer.
     pub rate: u64,
+    /// Records per second the producer achieved over the measured load (below `rate` when
+    /// the machine could not produce that fast: then latency includes the producer's queue).
+    pub achieved_rate: f64,
     /// Records measured (after the warm-up).
     pub samples: usize,
     /// Latency percentiles, ms: arrival at a consumer on the target minus the source
@@ -111,7 +122,7 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     let running = start(contender, stand, &source_topic, partitions, run, out)?;
     // MM2 and strait create the remote topic themselves once they see the source.
     let deadline = Instant::now() + Duration::from_secs(180);
-    while !topic_exists(stand, &running.target_topic) {
+    while !stand.target_exists(&running.target_topic) {
         if Instant::now() > deadline {
             bail!("{} never created {}; see {}/{run}.log", contender.name(), running.target_topic, out.display());
         }
@@ -142,13 +153,16 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     stop.store(true, Ordering::Relaxed);
     let arrivals = reader.join().map_err(|_| anyhow::anyhow!("latency reader panicked"))??;
     drop(running);
-    let mut steady: Vec<f64> = arrivals.iter().filter(|(ts, _)| *ts >= measured_from).map(|(_, latency)| *latency).collect();
+    let measured: Vec<&(i64, f64)> = arrivals.iter().filter(|(ts, _)| *ts >= measured_from).collect();
+    let span_ms = measured.iter().map(|(ts, _)| *ts).max().unwrap_or(0) - measured.iter().map(|(ts, _)| *ts).min().unwrap_or(0);
+    let achieved_rate = measured.len() as f64 / (span_ms.max(1) as f64 / 1000.0);
+    let mut steady: Vec<f64> = measured.iter().map(|(_, latency)| *latency).collect();
     if steady.is_empty() {
         bail!("{} replicated nothing in steady mode; see {}/{run}.log", contender.name(), out.display());
     }
     steady.sort_by(f64::total_cmp);
     let pct = |p: f64| steady[((steady.len() as f64 * p) as usize).min(steady.len() - 1)];
-    Ok(Steady { rate, samples: steady.len(), p50_ms: pct(0.50), p99_ms: pct(0.99), p999_ms: pct(0.999) })
+    Ok(Steady { rate, achieved_rate, samples: steady.len(), p50_ms: pct(0.50), p99_ms: pct(0.99), p999_ms: pct(0.999) })
 }
 
 /// Seconds of load before the measured load.
@@ -164,13 +178,6 @@ fn run_producer(stand: &Stand, topic: &str, records: u64, size: usize, rate: u64
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
-fn topic_exists(stand: &Stand, topic: &str) -> bool {
-    let c: Result<BaseConsumer, _> = ClientConfig::new().set("bootstrap.servers", &stand.west).create();
-    c.ok()
-        .and_then(|c| c.fetch_metadata(Some(topic), Duration::from_secs(5)).ok())
-        .is_some_and(|md| md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
 }
 
 /// Reads `topic` on the target until `total` records arrived or `stop`, counting them in
