@@ -33,6 +33,17 @@ impl Stand {
         kafka_sh(&self.root, &["topics", cluster, "--create", "--topic", topic, "--partitions", &p, "--replication-factor", "1"]).map(drop)
     }
 
+    /// Deletes every topic whose name contains `tag` on both clusters (backlogs, copies, and
+    /// the replicators' internal topics), so repeated runs do not fill the disk.
+    pub fn delete_topics(&self, tag: &str) {
+        for cluster in ["us-east", "us-west"] {
+            let pattern = format!(".*{tag}.*");
+            if let Err(e) = kafka_sh(&self.root, &["topics", cluster, "--delete", "--topic", &pattern]) {
+                eprintln!("strait-bench: could not delete topics matching {pattern} on {cluster}: {e}");
+            }
+        }
+    }
+
     /// Loads `records` records of `size` bytes into `topic` on us-east as fast as it goes.
     pub fn preload(&self, topic: &str, records: u64, size: usize) -> anyhow::Result<()> {
         let status = self.producer_performance(topic, records, size, None)?.wait().context("ProducerPerformance")?;

@@ -54,7 +54,8 @@ fn main() -> anyhow::Result<()> {
     let (sizes, steady_seconds): (&[(usize, u64)], u64) =
         if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 2_000_000), (1024, 1_000_000), (10240, 100_000)], 20) };
     let contenders = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
-    let tag = std::process::id();
+    // In every name this run creates, so its topics can be found and deleted afterwards.
+    let tag = format!("sb{}", std::process::id());
     let mut results = Vec::new();
     for &(size, records) in sizes {
         let backlog = format!("backlog-{size}-{tag}");
@@ -76,6 +77,8 @@ fn main() -> anyhow::Result<()> {
             steady.push((c, s));
         }
         results.push(SizeResult { size, records, drains, steady });
+        // Every name of this run carries the tag: backlog, copies, MM2's and strait's topics.
+        stand.delete_topics(&tag);
     }
 
     let date = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().context("date")?.stdout).trim().to_string();
