@@ -37,18 +37,8 @@ enum Command {
     /// Show what failing a consumer group over to the other cluster costs (RPO) and where it
     /// would resume; with --apply, commit those positions there.
     Failover {
-        /// The MM2 properties file.
-        #[arg(short, long, value_name = "FILE")]
-        config: PathBuf,
-        /// The consumer group.
-        #[arg(long)]
-        group: String,
-        /// The cluster the group consumed from.
-        #[arg(long, value_name = "ALIAS")]
-        from: String,
-        /// The cluster it moves to.
-        #[arg(long, value_name = "ALIAS")]
-        to: String,
+        #[command(flatten)]
+        group: GroupMove,
         /// Commit the positions on the target (only while the group has no members there).
         #[arg(long)]
         apply: bool,
@@ -71,19 +61,26 @@ enum Command {
 enum OffsetsCommand {
     /// Print where a group can resume on the other cluster (MM2's RemoteClusterUtils.translateOffsets).
     Translate {
-        /// The MM2 properties file.
-        #[arg(short, long, value_name = "FILE")]
-        config: PathBuf,
-        /// The consumer group.
-        #[arg(long)]
-        group: String,
-        /// The cluster the group consumed from.
-        #[arg(long, value_name = "ALIAS")]
-        from: String,
-        /// The cluster it moves to.
-        #[arg(long, value_name = "ALIAS")]
-        to: String,
+        #[command(flatten)]
+        group: GroupMove,
     },
+}
+
+/// A consumer group moving from one cluster to another.
+#[derive(clap::Args)]
+struct GroupMove {
+    /// The MM2 properties file.
+    #[arg(short, long, value_name = "FILE")]
+    config: PathBuf,
+    /// The consumer group.
+    #[arg(long)]
+    group: String,
+    /// The cluster the group consumed from.
+    #[arg(long, value_name = "ALIAS")]
+    from: String,
+    /// The cluster it moves to.
+    #[arg(long, value_name = "ALIAS")]
+    to: String,
 }
 
 fn main() {
@@ -104,8 +101,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config, metrics_listen } => run(&config, metrics_listen),
         Command::Validate { config } => validate(&config),
-        Command::Offsets { command: OffsetsCommand::Translate { config, group, from, to } } => operator::translate(&load(&config)?, &group, &from, &to),
-        Command::Failover { config, group, from, to, apply } => operator::failover(&load(&config)?, &group, &from, &to, apply),
+        Command::Offsets { command: OffsetsCommand::Translate { group: g } } => operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to),
+        Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
         Command::Status { config } => operator::status(&load(&config)?),
     }
 }

@@ -145,15 +145,7 @@ fn a_compacted_source_topic() {
 #[test]
 fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
     let s = stand();
-    let topic = unique("orders");
-    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
-    let sent = layout_records(&[67, 67, 66]);
-    produce(&s.east, &topic, &sent, &[]);
-    let group = unique("orders-cg");
-    let config = east_to_west(&topic, &format!("groups = {group}"));
-    let strait = Strait::start(&config);
-    let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    let Replicated { topic, sent, group, config, strait, remote } = replicated_orders("");
 
     let mut east_read = consume_as_group(&s.east, &topic, &group, 60);
     let first = committed_offsets(&s.east, &group, &topic, 3);
@@ -192,19 +184,9 @@ fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
 #[test]
 fn failback_maps_a_group_on_the_remote_topic_back_to_the_original() {
     let s = stand();
-    let topic = unique("orders");
-    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
-    let sent = layout_records(&[67, 67, 66]);
-    produce(&s.east, &topic, &sent, &[]);
-    let group = unique("orders-cg");
     // Both directions; the way back replicates nothing of its own here.
-    let config = east_to_west(
-        &topic,
-        &format!("groups = {group}\nus-west->us-east.enabled = true\nus-west->us-east.topics = {}", unique("nothing")),
-    );
-    let strait = Strait::start(&config);
-    let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    let back = format!("us-west->us-east.enabled = true\nus-west->us-east.topics = {}", unique("nothing"));
+    let Replicated { topic, sent, group, strait, remote, .. } = replicated_orders(&back);
 
     // The group failed over earlier and consumed 150 records of the copy on us-west.
     let west_read = consume_as_group(&s.west, &remote, &group, 150);
@@ -217,6 +199,31 @@ fn failback_maps_a_group_on_the_remote_topic_back_to_the_original() {
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
     let back: Vec<Checkpoint> = read_checkpoints(&s.east, "us-west.checkpoints.internal", &group);
     assert!(back.iter().any(|c| c.topic == topic), "checkpoints name the original topic: {back:?}");
+}
+
+/// The seed's 200 orders over 3 partitions on us-east, replicated to us-west by a strait that
+/// checkpoints one fresh group (plus `extra` config lines).
+struct Replicated {
+    topic: String,
+    sent: Vec<TestRecord>,
+    group: String,
+    config: String,
+    strait: Strait,
+    remote: String,
+}
+
+fn replicated_orders(extra: &str) -> Replicated {
+    let s = stand();
+    let topic = unique("orders");
+    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let sent = layout_records(&[67, 67, 66]);
+    produce(&s.east, &topic, &sent, &[]);
+    let group = unique("orders-cg");
+    let config = east_to_west(&topic, &format!("groups = {group}\n{extra}"));
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    Replicated { topic, sent, group, config, strait, remote }
 }
 
 /// `records` as (partition, count) → values unique over the test.

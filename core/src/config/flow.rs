@@ -258,17 +258,7 @@ impl FlowScope<'_> {
     }
 
     fn build(&self, warnings: &mut BTreeMap<String, String>) -> Result<FlowConfig, ConfigError> {
-        let include = self.get("topics").map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
-        let exclude = self
-            .get("topics.exclude")
-            .or_else(|| self.get("topics.blacklist"))
-            .map(|p| (p.value.as_str(), p.line))
-            .unwrap_or((DEFAULT_TOPICS_EXCLUDE, 0));
-        let topics = TopicFilter::new(include.0, exclude.0).map_err(|e| ConfigError::BadValue {
-            line: if whole_name_regex(include.0).is_err() { include.1 } else { exclude.1 },
-            key: "topics".into(),
-            reason: format!("is not a valid list of regexes: {e}"),
-        })?;
+        let topics = self.name_filter("topics", DEFAULT_TOPICS_EXCLUDE)?;
         let policy = match self.get("replication.policy.class") {
             None => PolicyKind::Default,
             Some(p) => match p.value.trim().rsplit('.').next().unwrap_or_default() {
@@ -341,21 +331,27 @@ impl FlowScope<'_> {
         })
     }
 
+    /// `<key>` and `<key>.exclude` (or MM2's older `<key>.blacklist`) as MM2's default topic and
+    /// group filters read them: include `.*` unless listed, exclude `default_exclude`.
+    fn name_filter(&self, key: &str, default_exclude: &str) -> Result<TopicFilter, ConfigError> {
+        let include = self.get(key).map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
+        let exclude = self
+            .get(&format!("{key}.exclude"))
+            .or_else(|| self.get(&format!("{key}.blacklist")))
+            .map(|p| (p.value.as_str(), p.line))
+            .unwrap_or((default_exclude, 0));
+        TopicFilter::new(include.0, exclude.0).map_err(|e| ConfigError::BadValue {
+            line: if whole_name_regex(include.0).is_err() { include.1 } else { exclude.1 },
+            key: key.into(),
+            reason: format!("is not a valid list of regexes: {e}"),
+        })
+    }
+
     fn checkpoints(&self) -> Result<Option<super::CheckpointConfig>, ConfigError> {
         if !self.parse_or("emit.checkpoints.enabled", true)? {
             return Ok(None);
         }
-        let include = self.get("groups").map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
-        let exclude = self
-            .get("groups.exclude")
-            .or_else(|| self.get("groups.blacklist"))
-            .map(|p| (p.value.as_str(), p.line))
-            .unwrap_or((DEFAULT_GROUPS_EXCLUDE, 0));
-        let groups = TopicFilter::new(include.0, exclude.0).map_err(|e| ConfigError::BadValue {
-            line: if whole_name_regex(include.0).is_err() { include.1 } else { exclude.1 },
-            key: "groups".into(),
-            reason: format!("is not a valid list of regexes: {e}"),
-        })?;
+        let groups = self.name_filter("groups", DEFAULT_GROUPS_EXCLUDE)?;
         let seconds = |key: &str| -> Result<Duration, ConfigError> {
             let v: u64 = self.parse_or(key, 5)?;
             if v == 0 {
