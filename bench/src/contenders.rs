@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::kafka::Stand;
 
 /// Who replicates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Contender {
     /// `strait-ceiling`: a bare rdkafka consume-produce loop.
@@ -36,10 +36,11 @@ impl Contender {
     /// The settings it runs with, for the results file.
     pub fn settings(self, partitions: i32) -> String {
         match self {
-            Contender::Ceiling => "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100) and one rdkafka producer \
-                (idempotent, acks=all, linger.ms=5, batch.size=1000000), one thread"
+            Contender::Ceiling => "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
+                one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, a 1 GiB queue), one thread"
                 .into(),
-            Contender::Strait => "strait defaults: idempotent producer, acks=all, linger.ms=5, 2000-record batches, WASM default policy, \
+            Contender::Strait => "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer with a \
+                16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                 offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
                 .into(),
             Contender::Mm2 => format!(

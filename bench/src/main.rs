@@ -35,6 +35,17 @@ struct Args {
     /// The Markdown file the table is appended to (full runs only).
     #[arg(long, default_value = "benches/RESULTS.md")]
     markdown: PathBuf,
+    /// Run only these contenders (for profiling one of them); nothing is appended to the
+    /// Markdown file unless all three run.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    only: Vec<Contender>,
+    /// Run only these record sizes in bytes (100, 1024, 10240); nothing is appended to the
+    /// Markdown file unless all run.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Skip the steady (latency) runs.
+    #[arg(long)]
+    drain_only: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,18 +63,22 @@ fn main() -> anyhow::Result<()> {
     let stand = kafka::Stand::start(&root)?;
     // (record size, backlog records) and the steady run's length.
     let (sizes, steady_seconds): (&[(usize, u64)], u64) =
-        if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 2_000_000), (1024, 1_000_000), (10240, 100_000)], 20) };
-    let contenders = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
+        if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 10_000_000), (1024, 3_000_000), (10240, 300_000)], 20) };
+    let all = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
+    let contenders: Vec<Contender> = all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
+    let sizes: Vec<(usize, u64)> = sizes.iter().copied().filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s)).collect();
+    // A partial run is an experiment, not a result to keep.
+    let partial = contenders.len() < all.len() || sizes.len() < 3 || args.drain_only;
     // In every name this run creates, so its topics can be found and deleted afterwards.
     let tag = format!("sb{}", std::process::id());
     let mut results = Vec::new();
-    for &(size, records) in sizes {
+    for &(size, records) in &sizes {
         let backlog = format!("backlog-{size}-{tag}");
         stand.create_topic(true, &backlog, args.partitions)?;
         eprintln!("loading {records} records of {size} B into {backlog}");
         stand.preload(&backlog, records, size)?;
         let mut drains = Vec::new();
-        for c in contenders {
+        for &c in &contenders {
             let d = run::drain(c, &stand, &backlog, args.partitions, records, size, &format!("{}-drain-{size}-{tag}", c.name()), &logs)?;
             eprintln!("  {:<8} drain: {:>9.0} records/s {:>7.1} MB/s, {:.1} CPU s, peak RSS {:.0} MiB", c.name(), d.records_per_second, d.mb_per_second, d.cpu_seconds, d.peak_rss_mib);
             drains.push((c, d));
@@ -71,7 +86,7 @@ fn main() -> anyhow::Result<()> {
         let ceiling = drains.iter().find(|(c, _)| *c == Contender::Ceiling).map_or(1000.0, |(_, d)| d.records_per_second);
         let rate = ((ceiling * 0.5) as u64).max(100);
         let mut steady = Vec::new();
-        for c in contenders {
+        for &c in contenders.iter().filter(|_| !args.drain_only) {
             let s = run::steady(c, &stand, args.partitions, size, rate, steady_seconds, &format!("{}-steady-{size}-{tag}", c.name()), &logs)?;
             eprintln!("  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms", c.name(), s.p50_ms, s.p99_ms, s.p999_ms);
             steady.push((c, s));
@@ -82,6 +97,8 @@ fn main() -> anyhow::Result<()> {
     }
 
     let date = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().context("date")?.stdout).trim().to_string();
+    // Several runs a day must not overwrite each other's files.
+    let time = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%H%M"]).output().context("date")?.stdout).trim().to_string();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -95,7 +112,7 @@ fn main() -> anyhow::Result<()> {
         settings: contenders.iter().map(|c| (*c, c.settings(args.partitions))).collect(),
         sizes: results,
     };
-    let stem = format!("vs-mm2-{date}-{mode}");
+    let stem = format!("vs-mm2-{date}-{time}-{}", if partial && !args.quick { "partial" } else { mode });
     let json = args.results.join(format!("{stem}.json"));
     let svg = args.results.join(format!("{stem}.svg"));
     results.write_json(&json)?;
@@ -103,7 +120,7 @@ fn main() -> anyhow::Result<()> {
     let chart_link = svg.strip_prefix("benches").unwrap_or(&svg).display().to_string();
     let md = results.markdown(&chart_link);
     println!("{md}");
-    if !args.quick {
+    if !args.quick && !partial {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(&args.markdown).with_context(|| format!("opening {}", args.markdown.display()))?;
         f.write_all(md.as_bytes())?;

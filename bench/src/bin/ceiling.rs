@@ -31,6 +31,9 @@ fn main() -> anyhow::Result<()> {
         .set("queued.max.messages.kbytes", "65536")
         .set("fetch.max.bytes", "52428800")
         .set("fetch.wait.max.ms", "100")
+        // Otherwise librdkafka waits a second before fetching again for a partition whose
+        // prefetch queue was full.
+        .set("fetch.queue.backoff.ms", "5")
         .create()
         .context("consumer")?;
     // The same durability as strait and MM2: idempotent, acks=all.
