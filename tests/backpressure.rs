@@ -17,7 +17,7 @@ const VALUE: usize = 1024;
 fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
     let s = stand();
     // A target of its own: freezing the shared us-west would stall the other tests.
-    let frozen_west = kafka_sh(&["start", "bp-west", "1", "39092"]);
+    let frozen_west = kafka_sh(&["start", "--fresh", "bp-west", "1", "27092"]);
     let topic = unique("backpressure");
     create_topic(&s.east, &topic, 3, 3, &[]);
     let config = format!(

@@ -4,32 +4,8 @@ mod support;
 
 use std::time::Duration;
 
-use rdkafka::consumer::Consumer;
-use rdkafka::message::Message;
 use strait_core::offsets::mm2::Heartbeat;
 use support::*;
-
-/// The newest heartbeat of `source->target` in `topic` on `bootstrap`.
-fn newest_heartbeat(bootstrap: &str, topic: &str, source: &str, target: &str) -> Option<Heartbeat> {
-    let c = consumer(bootstrap);
-    let (_, high) = c.fetch_watermarks(topic, 0, Duration::from_secs(10)).ok()?;
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset((high - 500).max(0))).ok()?;
-    c.assign(&tpl).ok()?;
-    let mut newest = None;
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::time::Instant::now() < deadline {
-        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
-        let beat = Heartbeat::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default()).expect("MM2 layout");
-        if beat.source == source && beat.target == target {
-            newest = Some(beat);
-        }
-        if m.offset() >= high - 1 {
-            break;
-        }
-    }
-    newest
-}
 
 #[test]
 fn heartbeats_reach_the_target_every_second_and_travel_onward_as_alias_heartbeats() {

@@ -16,7 +16,8 @@ fn seed_stand_200_orders_arrive_200_of_200_in_the_same_partitions_and_order() {
     let sent: Vec<TestRecord> = (0..200).map(|i| TestRecord::kv(i % 3, &format!("order-{i}"), &format!("{{\"id\":{i}}}"))).collect();
     produce(&s.east, &orders, &sent, &[]);
 
-    let strait = Strait::start(&east_to_west(&orders, ""));
+    // The seed articles' file, as `examples/active-passive` ships it.
+    let strait = Strait::start(&example("active-passive", &orders));
     let remote = format!("us-east.{orders}");
     let mut got = read_all(&s.west, &remote, 200, WAIT);
     assert_eq!(partition_count(&s.west, &remote), Some(3), "remote topic keeps the partition count");

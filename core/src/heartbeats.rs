@@ -2,15 +2,13 @@
 //! alias, timestamp) goes to the `heartbeats` topic on the target. Replicated onward like any
 //! topic (as `<alias>.heartbeats`), they show that a flow is alive and how far behind it is.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::events::FlowRetrying;
 use crate::offsets::mm2::Heartbeat;
-use crate::pipeline::now_millis;
+use crate::pipeline::{now_millis, Periodic};
 
 /// Writes a flow's heartbeats until the flow stops.
 pub struct HeartbeatEmitter {
@@ -28,21 +26,35 @@ pub struct HeartbeatEmitter {
     pub interval: Duration,
 }
 
+/// A flow's heartbeats as periodic work.
+pub struct HeartbeatTicker {
+    emitter: HeartbeatEmitter,
+    next: Instant,
+}
+
 impl HeartbeatEmitter {
-    /// Emits one heartbeat per interval until `stop` is set.
-    pub fn run(self, stop: Arc<AtomicBool>) {
-        let mut next = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
-            if Instant::now() >= next {
-                let beat = Heartbeat { source: self.source.clone(), target: self.target.clone(), timestamp: now_millis() };
-                let (key, value) = (beat.encode_key(), beat.encode_value());
-                if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&key[..]).payload(&value[..])) {
-                    FlowRetrying { flow: &self.flow, what: &format!("heartbeat to {} not sent: {e}", self.topic) }.emit();
-                }
-                next += self.interval;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+    /// The emitter as periodic work; the first heartbeat goes out at the first tick.
+    pub fn ticker(self) -> HeartbeatTicker {
+        HeartbeatTicker { emitter: self, next: Instant::now() }
+    }
+}
+
+impl Periodic for HeartbeatTicker {
+    fn tick(&mut self) {
+        if Instant::now() < self.next {
+            return;
         }
-        let _ = self.producer.flush(Duration::from_secs(5));
+        let e = &self.emitter;
+        let beat = Heartbeat { source: e.source.clone(), target: e.target.clone(), timestamp: now_millis() };
+        let (key, value) = (beat.encode_key(), beat.encode_value());
+        if let Err((err, _)) = e.producer.send(BaseRecord::to(&e.topic).key(&key[..]).payload(&value[..])) {
+            FlowRetrying { flow: &e.flow, what: &format!("heartbeat to {} not sent: {err}", e.topic) }.emit();
+        }
+        // A tick delayed by other work is not made up for with a burst.
+        self.next = (self.next + e.interval).max(Instant::now());
+    }
+
+    fn finish(&mut self) {
+        let _ = self.emitter.producer.flush(Duration::from_secs(5));
     }
 }

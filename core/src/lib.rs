@@ -14,6 +14,7 @@
 //! back-pressures the fetcher instead of growing memory. A partition's position advances only
 //! over the contiguous prefix of records the target acknowledged, and is stored on the target.
 
+pub mod active_active;
 pub mod checkpoints;
 pub mod config;
 pub mod cluster;

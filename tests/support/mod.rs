@@ -384,3 +384,48 @@ pub fn plugin(name: &str) -> PathBuf {
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
+
+/// The newest heartbeat of `source->target` in `topic` on `bootstrap`.
+pub fn newest_heartbeat(bootstrap: &str, topic: &str, source: &str, target: &str) -> Option<strait_core::offsets::mm2::Heartbeat> {
+    let c = consumer(bootstrap);
+    let (_, high) = c.fetch_watermarks(topic, 0, Duration::from_secs(10)).ok()?;
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset((high - 500).max(0))).ok()?;
+    c.assign(&tpl).ok()?;
+    let mut newest = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
+        let beat = strait_core::offsets::mm2::Heartbeat::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default()).expect("MM2 layout");
+        if beat.source == source && beat.target == target {
+            newest = Some(beat);
+        }
+        if m.offset() >= high - 1 {
+            break;
+        }
+    }
+    newest
+}
+
+/// The sum of every series of the counter `name` in a Prometheus text page.
+pub fn metric_sum(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `examples/<name>/mm2.properties` with `orders` renamed to `topic`, plugins at their built
+/// paths, and quick intervals for a test.
+pub fn example(name: &str, topic: &str) -> String {
+    let path = repo_root().join(format!("examples/{name}/mm2.properties"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut text = text.replace("orders", topic);
+    for plugin_name in ["last-write-wins", "key-ownership"] {
+        let built = format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", plugin_name.replace('-', "_"));
+        if text.contains(&built) {
+            text = text.replace(&built, &plugin(plugin_name).display().to_string());
+        }
+    }
+    format!("{text}\nrefresh.topics.interval.seconds = 1\nreplication.factor = 1\n")
+}

@@ -10,8 +10,6 @@
 mod groups;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -23,7 +21,7 @@ use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig, TopicFilter
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{positions_topic, Mappings, TopicTail};
-use crate::pipeline::FlowError;
+use crate::pipeline::{FlowError, Periodic};
 use crate::policy::ReplicationPolicy;
 
 /// How long catching up with a mapping topic may take per round.
@@ -139,29 +137,11 @@ pub struct CheckpointTask {
 }
 
 impl CheckpointTask {
-    /// Writes checkpoints and syncs group offsets until `stop` is set; failures are logged and
-    /// retried next round.
-    pub fn run(mut self, stop: Arc<AtomicBool>) {
-        let mut translation = Translation::default();
-        let mut back_tail: Option<TopicTail> = None;
-        let mut next_checkpoint = Instant::now();
-        let mut next_sync = self.config.sync_group_offsets.map(|i| Instant::now() + i);
-        while !stop.load(Ordering::Relaxed) {
-            if Instant::now() >= next_checkpoint {
-                if let Err(e) = self.checkpoint_round(&mut translation, &mut back_tail) {
-                    FlowRetrying { flow: &self.flow, what: &format!("checkpoints: {e}") }.emit();
-                }
-                next_checkpoint = Instant::now() + self.config.interval;
-            }
-            if let (Some(at), Some(interval)) = (next_sync, self.config.sync_group_offsets) {
-                if Instant::now() >= at {
-                    self.sync_round();
-                    next_sync = Some(Instant::now() + interval);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.producer.flush(Duration::from_secs(5));
+    /// Checkpoints and group offset sync as periodic work; failures are logged and retried
+    /// next round.
+    pub fn ticker(self) -> CheckpointTicker {
+        let next_sync = self.config.sync_group_offsets.map(|i| Instant::now() + i);
+        CheckpointTicker { task: self, translation: Translation::default(), back_tail: None, next_checkpoint: Instant::now(), next_sync }
     }
 
     fn checkpoint_round(&mut self, translation: &mut Translation, back_tail: &mut Option<TopicTail>) -> Result<(), FlowError> {
@@ -254,6 +234,36 @@ pub fn sync_group(target: &Groups, group: &str, checkpoints: &[Checkpoint]) -> R
         target.commit(group, &ahead)?;
     }
     Ok(SyncOutcome::Committed(ahead.len()))
+}
+
+/// A flow's checkpoints and group offset sync as periodic work.
+pub struct CheckpointTicker {
+    task: CheckpointTask,
+    translation: Translation,
+    back_tail: Option<TopicTail>,
+    next_checkpoint: Instant,
+    next_sync: Option<Instant>,
+}
+
+impl Periodic for CheckpointTicker {
+    fn tick(&mut self) {
+        if Instant::now() >= self.next_checkpoint {
+            if let Err(e) = self.task.checkpoint_round(&mut self.translation, &mut self.back_tail) {
+                FlowRetrying { flow: &self.task.flow, what: &format!("checkpoints: {e}") }.emit();
+            }
+            self.next_checkpoint = Instant::now() + self.task.config.interval;
+        }
+        if let (Some(at), Some(interval)) = (self.next_sync, self.task.config.sync_group_offsets) {
+            if Instant::now() >= at {
+                self.task.sync_round();
+                self.next_sync = Some(Instant::now() + interval);
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let _ = self.task.producer.flush(Duration::from_secs(5));
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ const FLOW_KEYS: &[&str] = &[
     "groups.blacklist",
     "sync.group.offsets.enabled",
     "sync.group.offsets.interval.seconds",
+    "provenance.enabled",
+    "conflicts.dead.letter.topic",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -159,7 +161,7 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         }
     }
     for (key, p) in &scopes.top {
-        let supported = key == "clusters" || key == "strait.metrics.listen" || is_flow_key(key) || is_common_client_key(key);
+        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
         if !supported {
             let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
             warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
@@ -198,7 +200,16 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         None => std::net::SocketAddr::from(([127, 0, 0, 1], 9464)),
     };
 
-    Ok(Config { clusters, flows, metrics_listen, warnings: warnings.into_values().collect() })
+    let stage_threads = match scopes.top.get("strait.stage.threads") {
+        Some(p) => p.value.trim().parse::<usize>().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| ConfigError::BadValue {
+            line: p.line,
+            key: p.key.clone(),
+            reason: format!("is `{}`, not a thread count from 1 to 256", p.value),
+        })?,
+        None => 4,
+    };
+
+    Ok(Config { clusters, flows, metrics_listen, stage_threads, warnings: warnings.into_values().collect() })
 }
 
 fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {
@@ -322,7 +333,16 @@ impl FlowScope<'_> {
             offset_storage_replication_factor: self.parse_or("offset.storage.replication.factor", -1)?,
             batch_max_records: positive("strait.batch.max.records", 2000)? as usize,
             batch_max_bytes: positive("strait.batch.max.bytes", 1 << 20)? as usize,
-            channel_capacity: positive("strait.channel.capacity", 4)? as usize,
+            channel_capacity: positive("strait.channel.capacity", 2)? as usize,
+            provenance: match self.get("provenance.enabled").map(|p| (p.value.trim(), p.line)) {
+                None | Some(("auto", _)) => None,
+                Some(("true", _)) => Some(true),
+                Some(("false", _)) => Some(false),
+                Some((_, line)) => {
+                    return Err(ConfigError::BadValue { line, key: "provenance.enabled".into(), reason: "must be true, false or auto".into() })
+                }
+            },
+            dead_letter_topic: self.get("conflicts.dead.letter.topic").map(|p| p.value.trim().to_string()).filter(|t| !t.is_empty()),
             consumer: self.client(self.source, ClientRole::Consumer, warnings),
             producer: self.client(self.target, ClientRole::Producer, warnings),
             source_producer: self.client(self.source, ClientRole::Producer, warnings),

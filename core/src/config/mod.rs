@@ -46,6 +46,9 @@ pub struct Config {
     pub flows: Vec<FlowConfig>,
     /// Where the Prometheus endpoint listens (`strait.metrics.listen`, default `127.0.0.1:9464`).
     pub metrics_listen: SocketAddr,
+    /// Threads that run the stages of every flow (`strait.stage.threads`, default 4); see
+    /// [`crate::pipeline`] for how flows map to them.
+    pub stage_threads: usize,
     /// One line per key that strait read but does not act on, naming the key and its line.
     pub warnings: Vec<String>,
 }
@@ -95,8 +98,15 @@ pub struct FlowConfig {
     pub batch_max_records: usize,
     /// Bytes per batch between stages (`strait.batch.max.bytes`, default 1 MiB).
     pub batch_max_bytes: usize,
-    /// Batches each stage channel holds (`strait.channel.capacity`, default 4).
+    /// Batches each stage channel holds (`strait.channel.capacity`, default 2).
     pub channel_capacity: usize,
+    /// `provenance.enabled`: whether records carry the `strait.provenance` header and a flow
+    /// refuses records that already passed through its target. `None` (`auto`, the default)
+    /// turns it on when the naming policy keeps topic names, where names cannot tell a cycle.
+    pub provenance: Option<bool>,
+    /// `conflicts.dead.letter.topic`: where records the conflict hook refuses go on the target,
+    /// instead of being dropped.
+    pub dead_letter_topic: Option<String>,
     /// Offset syncs (`emit.offset-syncs.enabled`, default true): where and how often.
     pub offset_syncs: Option<OffsetSyncConfig>,
     /// Checkpoints and group offset sync (`emit.checkpoints.enabled`, default true).

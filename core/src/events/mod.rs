@@ -4,13 +4,15 @@
 //! Metric names follow one scheme: `strait_<subject>_<measure>[_<unit>]`, labelled with `flow`
 //! (`source->target`) and, for per-partition series, the remote `topic` and `partition`.
 
+mod active_active;
 mod exporter;
 mod groups;
 mod partition;
 
+pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use exporter::{install_prometheus, MetricsError};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
-pub use partition::PartitionMetrics;
+pub use partition::{AckRound, AckRounds, PartitionMetrics};
 
 use metrics::{counter, gauge};
 use tracing::{error, info, warn};

@@ -1,6 +1,11 @@
 //! Per remote topic-partition series, MM2's set: record count, byte count, record age and
 //! replication latency. Handles are resolved once per partition so the hot path does no
 //! registry look-up.
+//!
+//! The histograms get one observation per partition per batch fetched and per delivery round
+//! (the oldest record's), not one per record: the Prometheus exporter keeps every observation
+//! until its next upkeep, which at 700,000 records/s was 30 MB of samples and a fifth of the
+//! process's CPU. Taking the oldest keeps the tail honest.
 
 use metrics::{counter, histogram, Counter, Histogram};
 
@@ -25,15 +30,83 @@ impl PartitionMetrics {
         }
     }
 
-    /// A record was fetched `age_ms` after its timestamp.
+    /// Records were fetched, the oldest `age_ms` after its timestamp.
     pub fn fetched(&self, age_ms: i64) {
         self.record_age.record(age_ms.max(0) as f64 / 1000.0);
     }
 
-    /// The target acknowledged a record of `bytes` bytes `latency_ms` after its timestamp.
-    pub fn acked(&self, bytes: usize, latency_ms: i64) {
-        self.records.increment(1);
-        self.bytes.increment(bytes as u64);
-        self.latency.record(latency_ms.max(0) as f64 / 1000.0);
+    /// The target acknowledged what `round` counted.
+    pub fn acked(&self, round: &AckRound) {
+        self.records.increment(round.records);
+        self.bytes.increment(round.bytes);
+        self.latency.record(round.worst_latency_ms.max(0) as f64 / 1000.0);
+    }
+}
+
+/// Acknowledgements of one partition in one delivery round, summed before they reach the
+/// metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AckRound {
+    /// Records acknowledged.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The longest time from a record's timestamp to its acknowledgement, in milliseconds.
+    pub worst_latency_ms: i64,
+}
+
+impl AckRound {
+    /// Counts one acknowledged record.
+    pub fn add(&mut self, bytes: usize, latency_ms: i64) {
+        self.records += 1;
+        self.bytes += bytes as u64;
+        self.worst_latency_ms = self.worst_latency_ms.max(latency_ms);
+    }
+}
+
+/// Per-partition rounds, indexed by slot, with the list of slots touched since the last take.
+#[derive(Debug, Default)]
+pub struct AckRounds {
+    rounds: Vec<AckRound>,
+    touched: Vec<u32>,
+}
+
+impl AckRounds {
+    /// Counts one acknowledged record of `slot`.
+    pub fn add(&mut self, slot: u32, bytes: usize, latency_ms: i64) {
+        let i = slot as usize;
+        if self.rounds.len() <= i {
+            self.rounds.resize(i + 1, AckRound::default());
+        }
+        if self.rounds[i].records == 0 {
+            self.touched.push(slot);
+        }
+        self.rounds[i].add(bytes, latency_ms);
+    }
+
+    /// The rounds counted since the last call, each slot once; the counts start again at zero.
+    pub fn take(&mut self) -> Vec<(u32, AckRound)> {
+        let rounds = &mut self.rounds;
+        self.touched.drain(..).map(|slot| (slot, std::mem::take(&mut rounds[slot as usize]))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_sum_per_slot_and_start_again_after_a_take() {
+        let mut r = AckRounds::default();
+        r.add(3, 100, 7);
+        r.add(0, 10, 2);
+        r.add(3, 50, 4);
+        assert_eq!(
+            r.take(),
+            vec![(3, AckRound { records: 2, bytes: 150, worst_latency_ms: 7 }), (0, AckRound { records: 1, bytes: 10, worst_latency_ms: 2 })]
+        );
+        assert!(r.take().is_empty());
+        r.add(0, 1, 1);
+        assert_eq!(r.take(), vec![(0, AckRound { records: 1, bytes: 1, worst_latency_ms: 1 })]);
     }
 }

@@ -14,7 +14,8 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::batch::{Batch, Header, Record};
-use super::Slots;
+use super::pool::{StageTask, Step};
+use super::{FlowError, Slots};
 use crate::events::{AssignmentChanged, FlowRetrying, PartitionMetrics, QueueDepth};
 use crate::offsets::SlotId;
 
@@ -31,7 +32,7 @@ pub struct NewPartition {
     pub start: Offset,
 }
 
-/// Everything the fetch thread needs.
+/// Everything the fetch stage needs.
 pub struct FetchStage {
     /// `source->target`.
     pub flow: String,
@@ -51,32 +52,64 @@ pub struct FetchStage {
     pub max_bytes: usize,
 }
 
+/// The fetch stage with what it has learnt: where each partition's records go, and a batch
+/// the filter stage had no room for yet.
+pub struct FetchTask {
+    stage: FetchStage,
+    by_topic: HashMap<String, Vec<Option<SlotId>>>,
+    metrics: Vec<Option<PartitionMetrics>>,
+    assigned: usize,
+    pending: Option<Batch>,
+}
+
 impl FetchStage {
-    /// Runs until `stop` is set or the next stage hangs up.
-    pub fn run(self) {
-        let mut by_topic: HashMap<String, Vec<Option<SlotId>>> = HashMap::new();
-        let mut metrics: Vec<Option<PartitionMetrics>> = Vec::new();
-        let mut assigned = 0usize;
-        while !self.stop.load(Ordering::Relaxed) {
-            while let Ok(new) = self.assignments.try_recv() {
-                self.assign(&new, &mut by_topic, &mut metrics);
-                assigned += new.len();
-                AssignmentChanged { flow: &self.flow, added: new.len(), total: assigned }.emit();
+    /// The stage as a pool task.
+    pub fn task(self) -> FetchTask {
+        FetchTask { stage: self, by_topic: HashMap::new(), metrics: Vec::new(), assigned: 0, pending: None }
+    }
+}
+
+impl StageTask for FetchTask {
+    fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+        // Stopping drops the consumer and the channel; the stages after it drain and finish.
+        if self.stage.stop.load(Ordering::Relaxed) {
+            return Ok(Step::Finished);
+        }
+        while let Ok(new) = self.stage.assignments.try_recv() {
+            self.stage.assign(&new, &mut self.by_topic, &mut self.metrics);
+            self.assigned += new.len();
+            AssignmentChanged { flow: &self.stage.flow, added: new.len(), total: self.assigned }.emit();
+        }
+        if self.assigned == 0 {
+            std::thread::sleep(wait);
+            return Ok(Step::Idle);
+        }
+        let batch = match self.pending.take() {
+            Some(b) => b,
+            None => {
+                let b = self.stage.fill_batch(&self.by_topic, &self.metrics, wait);
+                if b.records.is_empty() {
+                    return Ok(Step::Idle);
+                }
+                b
             }
-            if assigned == 0 {
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
+        };
+        // Blocks up to `wait` while the next stage is full: that is the back-pressure.
+        match self.stage.output.send_timeout(batch, wait) {
+            Ok(()) => {
+                QueueDepth { flow: &self.stage.flow, stage: "filter", batches: self.stage.output.len() }.emit();
+                Ok(Step::Worked)
             }
-            let batch = self.fill_batch(&by_topic, &metrics);
-            if batch.records.is_empty() {
-                continue;
+            Err(SendTimeoutError::Timeout(b)) => {
+                self.pending = Some(b);
+                Ok(Step::Idle)
             }
-            if !self.send(batch) {
-                return;
-            }
+            Err(SendTimeoutError::Disconnected(_)) => Ok(Step::Finished),
         }
     }
+}
 
+impl FetchStage {
     fn assign(&self, new: &[NewPartition], by_topic: &mut HashMap<String, Vec<Option<SlotId>>>, metrics: &mut Vec<Option<PartitionMetrics>>) {
         let mut tpl = TopicPartitionList::new();
         let slots = self.slots.read();
@@ -102,13 +135,15 @@ impl FetchStage {
         }
     }
 
-    fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>]) -> Batch {
+    fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>], wait: Duration) -> Batch {
         let mut batch = Batch::with_capacity(self.max_records.min(4096));
         let mut bytes = 0usize;
         let now_ms = now_millis();
+        // The oldest record age per slot of this batch; few slots per batch, so a list.
+        let mut oldest: Vec<(SlotId, i64)> = Vec::new();
         while batch.records.len() < self.max_records && bytes < self.max_bytes {
             // Wait for the first record of a batch; take only what is already there after that.
-            let timeout = if batch.records.is_empty() { Duration::from_millis(100) } else { Duration::ZERO };
+            let timeout = if batch.records.is_empty() { wait } else { Duration::ZERO };
             match self.consumer.poll(timeout) {
                 None => break,
                 Some(Err(e)) => {
@@ -120,29 +155,22 @@ impl FetchStage {
                         continue;
                     };
                     let record = to_record(slot, &m);
-                    if let Some(Some(pm)) = metrics.get(slot as usize) {
-                        pm.fetched(now_ms - record.timestamp);
+                    let age = now_ms - record.timestamp;
+                    match oldest.iter_mut().find(|(s, _)| *s == slot) {
+                        Some((_, a)) => *a = (*a).max(age),
+                        None => oldest.push((slot, age)),
                     }
                     bytes += record.size();
                     batch.push(record);
                 }
             }
         }
-        batch
-    }
-
-    /// Blocks while the next stage is full (this is the back-pressure), waking to check `stop`.
-    fn send(&self, mut batch: Batch) -> bool {
-        loop {
-            match self.output.send_timeout(batch, Duration::from_millis(200)) {
-                Ok(()) => {
-                    QueueDepth { flow: &self.flow, stage: "filter", batches: self.output.len() }.emit();
-                    return true;
-                }
-                Err(SendTimeoutError::Timeout(b)) if !self.stop.load(Ordering::Relaxed) => batch = b,
-                Err(_) => return false,
+        for (slot, age) in oldest {
+            if let Some(Some(pm)) = metrics.get(slot as usize) {
+                pm.fetched(age);
             }
         }
+        batch
     }
 }
 

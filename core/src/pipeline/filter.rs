@@ -20,3 +20,13 @@ impl RecordFilter for KeepAll {
         Ok(())
     }
 }
+
+/// Filters applied one after the other.
+impl RecordFilter for Vec<Box<dyn RecordFilter>> {
+    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+        for f in self.iter_mut() {
+            f.filter(batch)?;
+        }
+        Ok(())
+    }
+}

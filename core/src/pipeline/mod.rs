@@ -1,9 +1,11 @@
-//! The data path of one flow: fetch → filter → transform → produce, each on its own thread,
-//! joined by bounded channels of batches.
+//! The data path of one flow: fetch → filter → transform → produce, joined by bounded channels
+//! of batches. The stages of every flow share one pool of threads; [`pool`] says how flows map
+//! to threads.
 
 mod batch;
 mod fetch;
 mod filter;
+pub mod pool;
 mod produce;
 mod slots;
 mod stage;
@@ -11,12 +13,14 @@ mod transform;
 mod wiring;
 
 pub use batch::{Batch, Header, Record};
-pub use fetch::{now_millis, FetchStage, NewPartition};
+pub use fetch::{now_millis, FetchStage, FetchTask, NewPartition};
 pub use filter::{KeepAll, RecordFilter};
-pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage};
+pub use pool::{Periodic, StageTask, Step};
+pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage, ProduceTask};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
-pub use wiring::{run, run_flow};
+pub use stage::MiddleStage;
+pub use wiring::{build_flow, run, FlowParts};
 
 use crate::cluster::{AdminError, ClusterError};
 use crate::topics::DiscoveryError;

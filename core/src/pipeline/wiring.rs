@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
@@ -12,7 +12,8 @@ use rdkafka::producer::BaseProducer;
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
 use super::produce::{DeliveryContext, OffsetSyncSink, ProduceStage};
-use super::stage::run_batches;
+use super::pool::{spawn_periodic, spawn_stages, FirstError, Periodic, StageTask};
+use super::stage::MiddleStage;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, REACH_TIMEOUT};
@@ -26,10 +27,11 @@ use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{load_positions, positions_topic, read_topic, TopicTail};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, WasmNaming};
 use crate::topics::Discovery;
+use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
 /// memory stays bounded however many partitions are assigned.
-const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("queued.max.messages.kbytes", "8192"), ("fetch.wait.max.ms", "100")];
+const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("queued.max.messages.kbytes", "8192"), ("fetch.wait.max.ms", "100"), ("fetch.queue.backoff.ms", "5"), ("queued.min.messages", "20000")];
 /// Consumer settings that keep the delivery guarantee; the operator cannot change them.
 /// librdkafka requires a `group.id` even for assigned partitions; strait never joins or
 /// commits it, positions live in the position topic.
@@ -47,7 +49,7 @@ const CONSUMER_FORCED: &[(&str, &str)] = &[
 const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("message.timeout.ms", "0"),
     ("linger.ms", "5"),
-    ("queue.buffering.max.kbytes", "65536"),
+    ("queue.buffering.max.kbytes", "16384"),
     ("queue.buffering.max.messages", "100000"),
 ];
 /// Producer settings that keep order and the delivery guarantee.
@@ -56,34 +58,50 @@ const PRODUCER_FORCED: &[(&str, &str)] = &[("enable.idempotence", "true"), ("ack
 /// Runs every flow of `config` until `stop` is set or one fails; on failure the others are
 /// stopped too, so a supervisor sees one exit with the cause.
 pub fn run(config: &Config, stop: Arc<AtomicBool>) -> Result<(), FlowError> {
-    let mut handles = Vec::new();
-    for flow in &config.flows {
-        let (config, flow, stop) = (config.clone(), flow.clone(), stop.clone());
-        let name = flow.name();
-        let handle = thread::Builder::new()
-            .name(format!("flow {name}"))
-            .spawn(move || {
-                let result = run_flow(&config, &flow, stop.clone());
-                if result.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                result
-            })
-            .map_err(|e| FlowError::Thread { flow: name.clone(), stage: "flow", what: format!("could not start: {e}") })?;
-        handles.push((name, handle));
+    // One table for the process: a flow learns its target's own writes from the flow that
+    // reads the target.
+    let keys = Arc::new(KeyStates::default());
+    // Flows connect and read their positions in parallel; nothing replicates until all could.
+    let built: Vec<Result<FlowParts, FlowError>> = thread::scope(|scope| {
+        let handles: Vec<_> = config.flows.iter().map(|flow| (flow.name(), scope.spawn(|| build_flow(config, flow, keys.clone(), &stop)))).collect();
+        handles.into_iter().map(|(name, h)| h.join().unwrap_or_else(|_| Err(FlowError::Thread { flow: name, stage: "set-up", what: "panicked".into() }))).collect()
+    });
+    let (mut stages, mut periodic, mut checkpoints) = (Vec::new(), Vec::new(), Vec::new());
+    for parts in built {
+        let parts = parts?;
+        stages.extend(parts.stages);
+        periodic.extend(parts.periodic);
+        checkpoints.extend(parts.checkpoints);
     }
-    let mut first_error = None;
-    for (name, handle) in handles {
-        let result = join(handle, &name, "flow").and_then(|r| r);
-        if let Err(e) = result {
-            first_error.get_or_insert(e);
+    let errors = FirstError::default();
+    let stage_threads = spawn_stages(stages, config.stage_threads, &errors, &stop)?;
+    let periodic = [spawn_periodic("periodic", periodic, &stop)?, spawn_periodic("checkpoints", checkpoints, &stop)?];
+    for handle in stage_threads {
+        if handle.join().is_err() {
+            errors.set(FlowError::Thread { flow: "*".into(), stage: "stages", what: "panicked".into() }, &stop);
         }
     }
-    first_error.map_or(Ok(()), Err)
+    // The stages end only once stopped (or all failed); the periodic work ends with them.
+    stop.store(true, Ordering::Relaxed);
+    for handle in periodic {
+        let _ = handle.join();
+    }
+    errors.take().map_or(Ok(()), Err)
 }
 
-/// Runs one flow until `stop` is set or the target refuses a record.
-pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Result<(), FlowError> {
+/// A flow ready to run: its four stages, in pipeline order, and its periodic work.
+pub struct FlowParts {
+    /// Fetch, filter, transform, produce.
+    pub stages: Vec<Box<dyn StageTask>>,
+    /// Topic discovery and heartbeats.
+    pub periodic: Vec<Box<dyn Periodic>>,
+    /// Checkpoints and group offset sync.
+    pub checkpoints: Vec<Box<dyn Periodic>>,
+}
+
+/// Connects one flow, loads its positions and policy, and prepares its stages; `keys` is what
+/// the process knows of keys on every cluster, for conflict resolution.
+pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop: &Arc<AtomicBool>) -> Result<FlowParts, FlowError> {
     let name = flow.name();
     let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
     let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?;
@@ -105,9 +123,38 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone(), flow.offset_syncs.map(|c| c.max_lag)))?;
 
     let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
-    let mut filter: Box<dyn RecordFilter> = match &policy.records {
-        Some(component) => Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)),
-        None => Box::new(KeepAll),
+    let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();
+    // Names that stay the same cannot tell where a record came from; the header can.
+    let provenance = match flow.provenance {
+        Some(on) => on,
+        None => naming.format_remote_topic(source.alias.as_str(), "strait-probe")? == "strait-probe",
+    };
+    let conflicts = match &policy.conflicts {
+        Some(component) => Some(Conflicts {
+            instance: component.instantiate(flow)?,
+            keys,
+            dead_letter: match &flow.dead_letter_topic {
+                Some(topic) => {
+                    // One partition keeps refused records in the order they were refused.
+                    let spec = TopicSpec { name: topic.clone(), partitions: 1, replication_factor: flow.replication_factor, configs: Vec::new() };
+                    target_admin.ensure_exists(&spec)?;
+                    Some(Arc::from(topic.as_str()))
+                }
+                None => None,
+            },
+        }),
+        None => None,
+    };
+    if provenance || conflicts.is_some() {
+        filters.push(Box::new(ActiveActive::new(source.alias.as_str(), target.alias.as_str(), slots.clone(), provenance, conflicts)));
+    }
+    if let Some(component) = &policy.records {
+        filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)));
+    }
+    let mut filter: Box<dyn RecordFilter> = match filters.len() {
+        0 => Box::new(KeepAll),
+        1 => filters.remove(0),
+        _ => Box::new(filters),
     };
 
     let offset_syncs = match flow.offset_syncs {
@@ -186,54 +233,15 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
     let (filtered_tx, filtered_rx) = crossbeam_channel::bounded(flow.channel_capacity);
     let (transformed_tx, transformed_rx) = crossbeam_channel::bounded(flow.channel_capacity);
 
-    type Stage = Box<dyn FnOnce() -> Result<(), FlowError> + Send>;
-    let spawn = |stage: &'static str, f: Stage| -> Result<JoinHandle<Result<(), FlowError>>, FlowError> {
-        thread::Builder::new()
-            .name(format!("{stage} {name}"))
-            .spawn(f)
-            .map_err(|e| FlowError::Thread { flow: name.clone(), stage, what: format!("could not start: {e}") })
-    };
-
-    let mut helpers = Vec::new();
+    let mut periodic: Vec<Box<dyn Periodic>> = Vec::new();
     if flow.refresh_topics {
-        let (interval, stop) = (flow.refresh_interval, stop.clone());
-        helpers.push((
-            "discovery",
-            spawn(
-                "discovery",
-                Box::new(move || {
-                    discovery.run(interval, stop);
-                    Ok(())
-                }),
-            )?,
-        ));
+        periodic.push(Box::new(discovery.ticker(flow.refresh_interval)));
     }
     if let Some(emitter) = heartbeats {
-        let stop = stop.clone();
-        helpers.push((
-            "heartbeat",
-            spawn(
-                "heartbeat",
-                Box::new(move || {
-                    emitter.run(stop);
-                    Ok(())
-                }),
-            )?,
-        ));
+        periodic.push(Box::new(emitter.ticker()));
     }
-    if let Some(task) = checkpoints {
-        let stop = stop.clone();
-        helpers.push((
-            "checkpoint",
-            spawn(
-                "checkpoint",
-                Box::new(move || {
-                    task.run(stop);
-                    Ok(())
-                }),
-            )?,
-        ));
-    }
+    let checkpoints: Vec<Box<dyn Periodic>> = checkpoints.into_iter().map(|task| Box::new(task.ticker()) as Box<dyn Periodic>).collect();
+
     let fetch = FetchStage {
         flow: name.clone(),
         consumer,
@@ -244,38 +252,18 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         max_records: flow.batch_max_records,
         max_bytes: flow.batch_max_bytes,
     };
-    helpers.push((
-        "fetch",
-        spawn(
-            "fetch",
-            Box::new(move || {
-                fetch.run();
-                Ok(())
-            }),
-        )?,
-    ));
-    let (flow_name, stage_stop) = (name.clone(), stop.clone());
-    helpers.push((
-        "filter",
-        spawn(
-            "filter",
-            Box::new(move || Ok(run_batches(&flow_name, "transform", fetched_rx, filtered_tx, &stage_stop, |b| filter.filter(b))?)),
-        )?,
-    ));
-    let (flow_name, stage_stop, mut transform) = (name.clone(), stop.clone(), Box::new(Unchanged) as Box<dyn RecordTransform>);
-    helpers.push((
-        "transform",
-        spawn(
-            "transform",
-            Box::new(move || {
-                Ok(run_batches(&flow_name, "produce", filtered_rx, transformed_tx, &stage_stop, |b| {
-                    transform.transform(b);
-                    Ok(())
-                })?)
-            }),
-        )?,
-    ));
-
+    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(move |b| filter.filter(b)));
+    let mut transform: Box<dyn RecordTransform> = Box::new(Unchanged);
+    let transform = MiddleStage::new(
+        &name,
+        "produce",
+        filtered_rx,
+        transformed_tx,
+        Box::new(move |b| {
+            transform.transform(b);
+            Ok(())
+        }),
+    );
     let produce = ProduceStage {
         flow: name.clone(),
         producer,
@@ -286,18 +274,5 @@ pub fn run_flow(config: &Config, flow: &FlowConfig, stop: Arc<AtomicBool>) -> Re
         stop: stop.clone(),
         offset_syncs,
     };
-    let result = produce.run();
-    stop.store(true, Ordering::Relaxed);
-    let mut first_error = result.err();
-    for (stage, handle) in helpers {
-        if let Err(e) = join(handle, &name, stage).and_then(|r| r) {
-            // A stage that failed is the cause; the produce stage only saw its channel close.
-            first_error = Some(first_error.map_or(e, |earlier| earlier));
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-fn join<T>(handle: JoinHandle<T>, flow: &str, stage: &'static str) -> Result<T, FlowError> {
-    handle.join().map_err(|_| FlowError::Thread { flow: flow.into(), stage, what: "panicked".into() })
+    Ok(FlowParts { stages: vec![Box::new(fetch.task()), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
 }

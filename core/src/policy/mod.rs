@@ -38,6 +38,8 @@ pub struct FlowPolicy {
     pub naming: std::sync::Arc<PolicyComponent>,
     /// The user's component, when `replication.policy.wasm` names one with a record hook.
     pub records: Option<std::sync::Arc<PolicyComponent>>,
+    /// The user's component, when it resolves active-active conflicts.
+    pub conflicts: Option<std::sync::Arc<PolicyComponent>>,
 }
 
 impl FlowPolicy {
@@ -45,13 +47,14 @@ impl FlowPolicy {
     pub fn load(engine: &PolicyEngine, flow: &FlowConfig) -> Result<Self, PolicyError> {
         let builtin = engine.builtin(flow.policy)?;
         let Some(path) = &flow.policy_wasm else {
-            return Ok(Self { naming: builtin, records: None });
+            return Ok(Self { naming: builtin, records: None, conflicts: None });
         };
         let user = engine.load_file(path)?;
         let hooks = user.probe_hooks(flow)?;
         Ok(Self {
             naming: if hooks.naming { user.clone() } else { builtin },
-            records: hooks.records.then_some(user),
+            records: hooks.records.then(|| user.clone()),
+            conflicts: hooks.conflicts.then_some(user),
         })
     }
 }

@@ -2,7 +2,6 @@
 //! growing them on the target, and handing new partitions to the fetcher.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec}
 use crate::config::{FlowConfig, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated};
 use crate::offsets::store::Positions;
-use crate::pipeline::{NewPartition, Slot, Slots};
+use crate::pipeline::{NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy};
 
 /// Why a discovery round failed.
@@ -130,19 +129,28 @@ impl Discovery {
         Ok(count)
     }
 
-    /// Repeats [`Discovery::discover`] every `interval` until `stop` is set; failures are
-    /// logged and retried next round.
-    pub fn run(mut self, interval: Duration, stop: Arc<AtomicBool>) {
-        let mut next = Instant::now() + interval;
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(100));
-            if Instant::now() < next {
-                continue;
-            }
-            if let Err(e) = self.discover() {
-                FlowRetrying { flow: &self.flow, what: &format!("topic discovery: {e}") }.emit();
-            }
-            next = Instant::now() + interval;
+    /// Discovery as periodic work, a round every `interval`.
+    pub fn ticker(self, interval: Duration) -> DiscoveryTicker {
+        DiscoveryTicker { next: Instant::now() + interval, interval, discovery: self }
+    }
+}
+
+/// A flow's topic discovery as periodic work.
+pub struct DiscoveryTicker {
+    discovery: Discovery,
+    interval: Duration,
+    next: Instant,
+}
+
+impl Periodic for DiscoveryTicker {
+    fn tick(&mut self) {
+        if Instant::now() < self.next {
+            return;
         }
+        // Failures are logged and retried next round.
+        if let Err(e) = self.discovery.discover() {
+            FlowRetrying { flow: &self.discovery.flow, what: &format!("topic discovery: {e}") }.emit();
+        }
+        self.next = Instant::now() + self.interval;
     }
 }

@@ -58,6 +58,8 @@ pub struct Hooks {
     pub naming: bool,
     /// `records.on-batch`.
     pub records: bool,
+    /// `conflicts.resolve`.
+    pub conflicts: bool,
 }
 
 impl PolicyEngine {

@@ -5,11 +5,14 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::strait::policy::types::{Batch, HookSet, Property, Verdict};
+use super::bindings::strait::policy::types::{Batch, HookSet, Incoming, KeyState, Property, Verdict};
 use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent};
 use super::error::PolicyError;
+use super::records::pack_headers;
+use crate::active_active::Version;
 use crate::config::FlowConfig;
+use crate::pipeline::Header;
 
 /// What the store of an instance holds.
 pub struct HostState {
@@ -87,7 +90,11 @@ impl PolicyInstance {
             .call("init", |b, s| b.strait_policy_lifecycle().call_init(s, &source, &target, &properties))?
             .map_err(|message| PolicyError::Refused { plugin: instance.name.clone(), message })?;
         let set = instance.call("hooks", |b, s| b.strait_policy_lifecycle().call_hooks(s))?;
-        instance.hooks = Hooks { naming: set.contains(HookSet::NAMING), records: set.contains(HookSet::RECORDS) };
+        instance.hooks = Hooks {
+            naming: set.contains(HookSet::NAMING),
+            records: set.contains(HookSet::RECORDS),
+            conflicts: set.contains(HookSet::CONFLICTS),
+        };
         Ok(instance)
     }
 
@@ -124,5 +131,15 @@ impl PolicyInstance {
     pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, PolicyError> {
         let verdict = self.call("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
         verdict.map_err(|message| PolicyError::Hook { plugin: self.name.clone(), hook: "records.on-batch", cause: message })
+    }
+
+    /// `conflicts.resolve`: whether a record of `key` stamped `timestamp`, first written on
+    /// `origin`, is written to a target where `known` is the newest version of the key.
+    pub(crate) fn resolve(&mut self, key: &[u8], timestamp: i64, origin: &str, headers: &[Header], known: Option<&Version>) -> Result<bool, PolicyError> {
+        let mut packed = Vec::new();
+        pack_headers(headers, &mut packed);
+        let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: packed };
+        let known = known.map(|v| KeyState { timestamp: v.timestamp, origin: v.origin.to_string() });
+        self.call("conflicts.resolve", |b, s| b.strait_policy_conflicts().call_resolve(s, &arriving, known.as_ref()))
     }
 }

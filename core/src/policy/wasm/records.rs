@@ -136,17 +136,7 @@ impl RecordHook {
             let (ko, kl) = put(&mut p.data, r.key.as_deref());
             let (vo, vl) = put(&mut p.data, r.value.as_deref());
             let ho = p.data.len() as u32;
-            for h in &r.headers {
-                p.data.extend_from_slice(&(h.key.len() as u32).to_le_bytes());
-                p.data.extend_from_slice(h.key.as_bytes());
-                match &h.value {
-                    Some(v) => {
-                        p.data.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                        p.data.extend_from_slice(v);
-                    }
-                    None => p.data.extend_from_slice(&NULL.to_le_bytes()),
-                }
-            }
+            pack_headers(&r.headers, &mut p.data);
             let hl = p.data.len() as u32 - ho;
             p.index.extend_from_slice(&[topic, ko, kl, vo, vl, ho, hl, 0]);
             p.timestamps.push(r.timestamp);
@@ -156,6 +146,21 @@ impl RecordHook {
     /// Calls the hook on the packed batch.
     pub fn call(&mut self) -> Result<Verdict, PolicyError> {
         self.instance.on_batch(&self.packed)
+    }
+}
+
+/// Appends `headers` to `data` in the packed layout of the WIT's `types.batch`.
+pub(crate) fn pack_headers(headers: &[Header], data: &mut Vec<u8>) {
+    for h in headers {
+        data.extend_from_slice(&(h.key.len() as u32).to_le_bytes());
+        data.extend_from_slice(h.key.as_bytes());
+        match &h.value {
+            Some(v) => {
+                data.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                data.extend_from_slice(v);
+            }
+            None => data.extend_from_slice(&NULL.to_le_bytes()),
+        }
     }
 }
 

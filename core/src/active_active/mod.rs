@@ -1,0 +1,104 @@
+//! Active-active on shared topic names. Two things decide whether a record of such a flow is
+//! delivered:
+//!
+//! - **provenance**: every replicated record carries the clusters it has been on (see
+//!   [`provenance`]); a flow never delivers a record to a cluster in that list, so nothing
+//!   circulates even when both directions keep the topic's name;
+//! - **conflict resolution**: a policy component with the `conflicts` hook sees each keyed
+//!   record with the newest version of its key strait knows on the target ([`KeyStates`]) and
+//!   says whether it is written. Refused records are dropped and counted, or routed to
+//!   `conflicts.dead.letter.topic`.
+//!
+//! Both run in the filter stage, before the user's record hook.
+
+mod keys;
+pub mod provenance;
+
+pub use keys::{KeyStates, Table, Version};
+
+use std::sync::Arc;
+
+use crate::events::{ConflictsRefused, LoopsPrevented};
+use crate::pipeline::{Batch, RecordFilter, Slots};
+use crate::policy::{PolicyError, PolicyInstance};
+
+/// Conflict resolution of one flow.
+pub struct Conflicts {
+    /// An instance of the component with the `conflicts` hook.
+    pub instance: PolicyInstance,
+    /// What is known of keys on every cluster, shared by all flows of the process.
+    pub keys: Arc<KeyStates>,
+    /// Where refused records go on the target, instead of being dropped.
+    pub dead_letter: Option<Arc<str>>,
+}
+
+/// The filter of an active-active flow.
+pub struct ActiveActive {
+    flow: String,
+    source: String,
+    target: String,
+    slots: Slots,
+    provenance: bool,
+    conflicts: Option<Conflicts>,
+}
+
+impl ActiveActive {
+    /// A filter for the flow `source->target`; `provenance` turns on the header and the loop
+    /// check, `conflicts` the resolution.
+    pub fn new(source: &str, target: &str, slots: Slots, provenance: bool, conflicts: Option<Conflicts>) -> Self {
+        Self { flow: format!("{source}->{target}"), source: source.into(), target: target.into(), slots, provenance, conflicts }
+    }
+}
+
+impl RecordFilter for ActiveActive {
+    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+        let slots = self.slots.read();
+        let keys = self.conflicts.as_ref().map(|c| c.keys.clone());
+        let mut table = keys.as_ref().map(|k| k.lock());
+        let mut keep = vec![true; batch.records.len()];
+        let (mut looped, mut dropped, mut dead_lettered) = (0, 0, 0);
+        for (i, record) in batch.records.iter_mut().enumerate() {
+            let Some(slot) = slots.get(record.slot as usize) else { continue };
+            let path = provenance::of(&record.headers);
+            if let (Some(table), Some(key)) = (table.as_mut(), record.key.as_deref()) {
+                // Every record read is a write on the source, even one about to be dropped.
+                table.observe(&self.source, &slot.source_topic, key, record.timestamp, provenance::origin(path, &self.source));
+            }
+            if self.provenance && path.is_some_and(|p| provenance::contains(p, &self.target)) {
+                keep[i] = false;
+                looped += 1;
+                continue;
+            }
+            if let (Some(c), Some(table), Some(key)) = (self.conflicts.as_mut(), table.as_mut(), record.key.as_deref()) {
+                let origin = provenance::origin(path, &self.source).to_string();
+                let known = table.known(&self.target, &slot.remote_topic, key).cloned();
+                if c.instance.resolve(key, record.timestamp, &origin, &record.headers, known.as_ref())? {
+                    table.observe(&self.target, &slot.remote_topic, key, record.timestamp, &origin);
+                } else if let Some(topic) = &c.dead_letter {
+                    record.route = Some(topic.clone());
+                    dead_lettered += 1;
+                } else {
+                    keep[i] = false;
+                    dropped += 1;
+                    continue;
+                }
+            }
+            if self.provenance {
+                provenance::extend(&mut record.headers, &self.source);
+            }
+        }
+        drop(table);
+        drop(slots);
+        if looped > 0 {
+            LoopsPrevented { flow: &self.flow, records: looped }.emit();
+        }
+        if dropped + dead_lettered > 0 {
+            ConflictsRefused { flow: &self.flow, dropped, dead_lettered }.emit();
+        }
+        if keep.contains(&false) {
+            let mut flags = keep.into_iter();
+            batch.records.retain(|_| flags.next().unwrap_or(true));
+        }
+        Ok(())
+    }
+}
