@@ -19,20 +19,29 @@ fn orders_on_both(partitions: i32) -> String {
     topic
 }
 
-/// Waits until the record counts of `topics` stop changing for a few seconds, and returns them.
-fn quiesce(topics: &[(&str, &str)]) -> Vec<i64> {
+/// Whether `strait status` reports every flow of `strait` with no records left to replicate.
+fn caught_up(strait: &Strait) -> bool {
+    let (ok, out, _) = strait_cli(&["status", "--config", &strait.config_path().display().to_string()]);
+    let lags: Vec<&str> = out.lines().filter(|l| l.contains("->")).filter_map(|l| l.split_whitespace().nth(3)).collect();
+    ok && !lags.is_empty() && lags.iter().all(|lag| *lag == "0")
+}
+
+/// Waits until every flow has caught up and the record counts of `topics` stop changing, and
+/// returns the counts.
+fn quiesce(strait: &Strait, topics: &[(&str, &str)]) -> Vec<i64> {
     let counts = || topics.iter().map(|(b, t)| record_count(b, t)).collect::<Vec<_>>();
     let deadline = Instant::now() + Duration::from_secs(180);
     let (mut last, mut since) = (counts(), Instant::now());
-    while since.elapsed() < Duration::from_secs(5) {
-        assert!(Instant::now() < deadline, "replication never quiesced: {last:?}");
+    loop {
+        assert!(Instant::now() < deadline, "replication never quiesced: {last:?}; log:\n{}", strait.log_text());
         std::thread::sleep(Duration::from_millis(500));
         let now = counts();
         if now != last {
             (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= Duration::from_secs(3) && caught_up(strait) && counts() == last {
+            return last;
         }
     }
-    last
 }
 
 fn values(parts: &[Vec<TestRecord>]) -> Vec<String> {
@@ -64,7 +73,7 @@ fn prefixed_names_both_ways_deliver_the_seed_50_and_never_loop() {
     assert_eq!(values(&on_west), values(&[numbered("east", 50, 3)]), "us-east.{topic} on us-west");
     assert!(on_east.iter().flatten().all(|r| header(r, PROVENANCE).is_none()), "prefixed names need no provenance header");
 
-    let counts = quiesce(&[(&s.east, &topic), (&s.west, &topic), (&s.east, &format!("us-west.{topic}")), (&s.west, &format!("us-east.{topic}"))]);
+    let counts = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic), (&s.east, &format!("us-west.{topic}")), (&s.west, &format!("us-east.{topic}"))]);
     assert_eq!(counts, vec![50, 50, 50, 50], "local topics keep their own 50, each copy has the other's 50");
     for (bootstrap, looped) in [(&s.east, format!("us-east.us-west.{topic}")), (&s.west, format!("us-west.us-east.{topic}")), (&s.east, format!("us-west.us-east.{topic}")), (&s.west, format!("us-east.us-west.{topic}"))] {
         assert!(!topic_names(bootstrap).contains(&looped), "{looped} appeared: a replication loop");
@@ -82,7 +91,7 @@ fn shared_names_carry_provenance_and_every_record_lands_once_on_each_side() {
         scope.spawn(|| produce(&s.east, &topic, &east_records, &[]));
         scope.spawn(|| produce(&s.west, &topic, &west_records, &[]));
     });
-    let counts = quiesce(&[(&s.east, &topic), (&s.west, &topic)]);
+    let counts = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic)]);
 
     let mut everything = values(&[east_records.clone(), west_records.clone()]);
     everything.sort();
@@ -145,7 +154,7 @@ fn last_write_wins_converges_both_regions_to_the_same_view() {
     let (s, topic) = (stand(), orders_on_both(6));
     let strait = Strait::start(&example("active-active-last-write-wins", &topic));
     concurrent_updates(&topic, 6);
-    let counts = quiesce(&[(&s.east, &topic), (&s.west, &topic)]);
+    let counts = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic)]);
 
     // The rule a consumer applies: the greatest (timestamp, origin); later in the log on a tie.
     let view = |bootstrap: &str, alias: &str, n: i64| -> BTreeMap<Vec<u8>, String> {
@@ -167,8 +176,25 @@ fn last_write_wins_converges_both_regions_to_the_same_view() {
     let differing: Vec<_> = east.iter().filter(|(k, v)| west.get(*k) != Some(v)).take(5).collect();
     assert!(differing.is_empty(), "views differ, e.g. {differing:?}; log:\n{}", strait.log_text());
     let refused = metric_sum(&strait.metrics(), "strait_conflicts_refused_total");
+    // How many concurrent updates arrive older than the target's own depends on how the two
+    // writers and flows interleave; it is reported, and the refusal is checked on its own below.
     println!("records: us-east {}, us-west {}; refused as older than the target's: {refused}", counts[0], counts[1]);
-    assert!(refused > 0.0, "with 10,000 concurrent updates some arrive older than the target's own");
+
+    // A write older than what the target already holds is not delivered: us-west writes a key
+    // stamped a minute ahead; once that copy is on us-east strait has seen it on us-west, and
+    // an older write of the key on us-east stays on us-east.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let stamped = |value: &str, ts: i64| TestRecord { timestamp: Some(ts), ..TestRecord::kv(0, "late-key", value) };
+    produce(&s.west, &topic, &[stamped("west-newer", now + 60_000)], &[]);
+    assert!(wait_until(Duration::from_secs(60), || record_count(&s.east, &topic) > counts[0]), "the newer write reached us-east");
+    produce(&s.east, &topic, &[stamped("east-older", now)], &[]);
+    assert!(
+        wait_until(Duration::from_secs(60), || metric_sum(&strait.metrics(), "strait_conflicts_refused_total") > refused),
+        "the older write was refused and counted; log:\n{}",
+        strait.log_text()
+    );
+    let after = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic)]);
+    assert_eq!(after, vec![counts[0] + 2, counts[1] + 1], "us-east holds both writes, us-west only the newer");
 }
 
 /// 32-bit FNV-1a, the key-ownership plugin's hash.
@@ -182,7 +208,7 @@ fn key_ownership_leaves_every_key_at_its_owners_last_write() {
     let strait = Strait::start(&example("active-active-key-ownership", &topic));
     let writes = concurrent_updates(&topic, 6);
     let dead_letters = format!("{topic}.refused");
-    let counts = quiesce(&[(&s.east, &topic), (&s.west, &topic), (&s.east, &dead_letters)]);
+    let counts = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic), (&s.east, &dead_letters)]);
 
     let owner = |key: &[u8]| ["us-east", "us-west"][fnv1a32(key) as usize % 2];
     let mut last_by_owner: HashMap<Vec<u8>, String> = HashMap::new();

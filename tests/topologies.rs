@@ -87,7 +87,9 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
     let stage_threads = threads.iter().filter(|t| t.starts_with("stages ")).count();
     assert_eq!(stage_threads, 4, "stage threads of six flows: {threads:?}");
     assert_eq!(threads.iter().filter(|t| *t == "periodic" || *t == "checkpoints").count(), 2, "{threads:?}");
-    assert!(!threads.iter().any(|t| t.starts_with("fetch") || t.starts_with("produce")), "no thread per flow stage: {threads:?}");
+    // The names a thread per flow stage had ("fetch us-east->us-west", ...).
+    let per_flow = ["fetch ", "filter ", "transform ", "produce "];
+    assert!(!threads.iter().any(|t| per_flow.iter().any(|p| t.starts_with(p))), "no thread per flow stage: {threads:?}");
     drop(strait);
     stop_clusters(&clusters);
 }
