@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer};
 
+use crate::cluster::ControlProducer;
 use crate::events::FlowRetrying;
 use crate::offsets::mm2::Heartbeat;
 use crate::pipeline::{now_millis, Periodic};
@@ -15,7 +16,7 @@ pub struct HeartbeatEmitter {
     /// `source->target`.
     pub flow: String,
     /// A producer on the target cluster.
-    pub producer: ThreadedProducer<DefaultProducerContext>,
+    pub producer: ControlProducer,
     /// The heartbeats topic the naming policy names.
     pub topic: String,
     /// Source alias.

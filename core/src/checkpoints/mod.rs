@@ -10,13 +10,14 @@
 mod groups;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer};
 
 pub use groups::{Committed, Groups};
 
-use crate::cluster::ClusterError;
+use crate::cluster::{ClusterError, ControlProducer};
 use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
 use crate::offsets::mm2::Checkpoint;
@@ -118,9 +119,9 @@ pub struct CheckpointTask {
     /// The flow's naming policy.
     pub naming: Box<dyn ReplicationPolicy>,
     /// Groups on the source.
-    pub source_groups: Groups,
+    pub source_groups: Arc<Groups>,
     /// Groups on the target.
-    pub target_groups: Groups,
+    pub target_groups: Arc<Groups>,
     /// The source cluster, to find the reverse flow's mapping.
     pub source: ClusterConfig,
     /// Client settings for reading on the source.
@@ -128,7 +129,7 @@ pub struct CheckpointTask {
     /// Reads this flow's position topic on the target.
     pub forward_tail: TopicTail,
     /// A producer on the target.
-    pub producer: ThreadedProducer<DefaultProducerContext>,
+    pub producer: ControlProducer,
     /// `<source>.checkpoints.internal`.
     pub topic: String,
     /// The latest checkpoint per (group, target topic, partition), read back at start so

@@ -3,6 +3,7 @@
 
 mod admin;
 mod group_offsets;
+mod shared;
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use rdkafka::error::KafkaError;
 
 pub use admin::{AdminError, ClusterAdmin, Ensured, TopicSpec};
 pub use group_offsets::{list_group_offsets, GroupOffset};
+pub use shared::{ControlProducer, PerCluster};
 
 use crate::config::{ClientSettings, ClusterConfig};
 

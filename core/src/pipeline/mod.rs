@@ -20,7 +20,7 @@ pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage, Produ
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
 pub use stage::MiddleStage;
-pub use wiring::{build_flow, run, FlowParts};
+pub use wiring::{build_flow, run, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};
 use crate::topics::DiscoveryError;

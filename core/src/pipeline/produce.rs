@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
@@ -18,6 +18,7 @@ use super::batch::{Batch, Record};
 use super::pool::{StageTask, Step};
 use super::fetch::now_millis;
 use super::{FlowError, Slots};
+use crate::cluster::ControlProducer;
 use crate::events::{AckRounds, FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected};
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::mm2::OffsetSync;
@@ -170,7 +171,7 @@ pub struct ProduceStage {
 /// The producer and topic that receive a flow's offset syncs.
 pub struct OffsetSyncSink {
     /// A producer on the cluster `offset-syncs.topic.location` names.
-    pub producer: ThreadedProducer<DefaultProducerContext>,
+    pub producer: ControlProducer,
     /// `mm2-offset-syncs.<alias>.internal`.
     pub topic: String,
 }

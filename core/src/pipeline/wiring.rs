@@ -7,7 +7,7 @@ use std::thread;
 
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::BaseProducer;
+use rdkafka::producer::{BaseProducer, DefaultProducerContext, ThreadedProducer};
 
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
@@ -16,10 +16,9 @@ use super::pool::{spawn_periodic, spawn_stages, FirstError, Periodic, StageTask}
 use super::stage::MiddleStage;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
-use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, REACH_TIMEOUT};
+use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
 use crate::cluster::TopicSpec;
 use crate::config::{Config, FlowConfig, SyncLocation};
-use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use crate::events::PositionsLoaded;
 use crate::heartbeats::HeartbeatEmitter;
 use crate::checkpoints::{CheckpointTask, Groups};
@@ -58,12 +57,10 @@ const PRODUCER_FORCED: &[(&str, &str)] = &[("enable.idempotence", "true"), ("ack
 /// Runs every flow of `config` until `stop` is set or one fails; on failure the others are
 /// stopped too, so a supervisor sees one exit with the cause.
 pub fn run(config: &Config, stop: Arc<AtomicBool>) -> Result<(), FlowError> {
-    // One table for the process: a flow learns its target's own writes from the flow that
-    // reads the target.
-    let keys = Arc::new(KeyStates::default());
+    let shared = Shared::default();
     // Flows connect and read their positions in parallel; nothing replicates until all could.
     let built: Vec<Result<FlowParts, FlowError>> = thread::scope(|scope| {
-        let handles: Vec<_> = config.flows.iter().map(|flow| (flow.name(), scope.spawn(|| build_flow(config, flow, keys.clone(), &stop)))).collect();
+        let handles: Vec<_> = config.flows.iter().map(|flow| (flow.name(), scope.spawn(|| build_flow(config, flow, &shared, &stop)))).collect();
         handles.into_iter().map(|(name, h)| h.join().unwrap_or_else(|_| Err(FlowError::Thread { flow: name, stage: "set-up", what: "panicked".into() }))).collect()
     });
     let (mut stages, mut periodic, mut checkpoints) = (Vec::new(), Vec::new(), Vec::new());
@@ -89,6 +86,18 @@ pub fn run(config: &Config, stop: Arc<AtomicBool>) -> Result<(), FlowError> {
     errors.take().map_or(Ok(()), Err)
 }
 
+/// What the flows of one process share.
+#[derive(Default)]
+pub struct Shared {
+    /// What is known of keys on every cluster: a flow learns its target's own writes from the
+    /// flow that reads the target.
+    pub keys: Arc<KeyStates>,
+    /// Producers of heartbeats, checkpoints and offset syncs, one per cluster and settings.
+    pub producers: PerCluster<ThreadedProducer<DefaultProducerContext>>,
+    /// Group clients of the checkpoint rounds, one per cluster and settings.
+    pub groups: PerCluster<Groups>,
+}
+
 /// A flow ready to run: its four stages, in pipeline order, and its periodic work.
 pub struct FlowParts {
     /// Fetch, filter, transform, produce.
@@ -99,9 +108,9 @@ pub struct FlowParts {
     pub checkpoints: Vec<Box<dyn Periodic>>,
 }
 
-/// Connects one flow, loads its positions and policy, and prepares its stages; `keys` is what
-/// the process knows of keys on every cluster, for conflict resolution.
-pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop: &Arc<AtomicBool>) -> Result<FlowParts, FlowError> {
+/// Connects one flow, loads its positions and policy, and prepares its stages.
+pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Arc<AtomicBool>) -> Result<FlowParts, FlowError> {
+    let producers = &shared.producers;
     let name = flow.name();
     let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
     let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?;
@@ -132,7 +141,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop
     let conflicts = match &policy.conflicts {
         Some(component) => Some(Conflicts {
             instance: component.instantiate(flow)?,
-            keys,
+            keys: shared.keys.clone(),
             dead_letter: match &flow.dead_letter_topic {
                 Some(topic) => {
                     // One partition keeps refused records in the order they were refused.
@@ -167,9 +176,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop
             };
             let topic = naming.offset_syncs_topic(named_after)?;
             admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), cfg.replication_factor))?;
-            let producer: ThreadedProducer<DefaultProducerContext> =
-                create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)?;
-            Some(OffsetSyncSink { producer, topic })
+            Some(OffsetSyncSink { producer: producers.producer(cluster, settings)?, topic })
         }
     };
 
@@ -178,8 +185,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop
         Some(interval) => {
             let topic = naming.heartbeats_topic()?;
             target_admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), flow.heartbeats_replication_factor))?;
-            let producer: ThreadedProducer<DefaultProducerContext> =
-                create_client(target, &flow.producer, "producer", &[], &[("acks", "all")], DefaultProducerContext)?;
+            let producer: ControlProducer = producers.producer(target, &flow.producer)?;
             Some(HeartbeatEmitter {
                 flow: name.clone(),
                 producer,
@@ -204,8 +210,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop
                     last.insert((c.group.clone(), c.topic.clone(), c.partition), c);
                 }
             })?;
-            let producer: ThreadedProducer<DefaultProducerContext> =
-                create_client(target, &flow.producer, "producer", &[], &[("acks", "all")], DefaultProducerContext)?;
+            let producer: ControlProducer = producers.producer(target, &flow.producer)?;
             Some(CheckpointTask {
                 flow: name.clone(),
                 source_alias: source.alias.to_string(),
@@ -213,8 +218,8 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, keys: Arc<KeyStates>, stop
                 config: cfg.clone(),
                 topics: flow.topics.clone(),
                 naming,
-                source_groups: Groups::connect(source, &flow.consumer)?,
-                target_groups: Groups::connect(target, &flow.target_admin)?,
+                source_groups: shared.groups.get(source, &flow.consumer, || Groups::connect(source, &flow.consumer))?,
+                target_groups: shared.groups.get(target, &flow.target_admin, || Groups::connect(target, &flow.target_admin))?,
                 source: source.clone(),
                 source_settings: flow.consumer.clone(),
                 forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?,
