@@ -84,6 +84,7 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
     }
     // Six flows, and still four stage threads plus the two periodic ones.
     let threads = thread_names(strait.child.id());
+    println!("{} threads in all, librdkafka's included", threads.len());
     let stage_threads = threads.iter().filter(|t| t.starts_with("stages ")).count();
     assert_eq!(stage_threads, 4, "stage threads of six flows: {threads:?}");
     assert_eq!(threads.iter().filter(|t| *t == "periodic" || *t == "checkpoints").count(), 2, "{threads:?}");
