@@ -60,9 +60,10 @@ impl RecordFilter for ActiveActive {
         for (i, record) in batch.records.iter_mut().enumerate() {
             let Some(slot) = slots.get(record.slot as usize) else { continue };
             let path = provenance::of(&record.headers);
+            let origin = provenance::origin(path, &self.source);
             if let (Some(table), Some(key)) = (table.as_mut(), record.key.as_deref()) {
                 // Every record read is a write on the source, even one about to be dropped.
-                table.observe(&self.source, &slot.source_topic, key, record.timestamp, provenance::origin(path, &self.source));
+                table.observe(&self.source, &slot.source_topic, key, record.timestamp, origin);
             }
             if self.provenance && path.is_some_and(|p| provenance::contains(p, &self.target)) {
                 keep[i] = false;
@@ -70,10 +71,9 @@ impl RecordFilter for ActiveActive {
                 continue;
             }
             if let (Some(c), Some(table), Some(key)) = (self.conflicts.as_mut(), table.as_mut(), record.key.as_deref()) {
-                let origin = provenance::origin(path, &self.source).to_string();
                 let known = table.known(&self.target, &slot.remote_topic, key).cloned();
-                if c.instance.resolve(key, record.timestamp, &origin, &record.headers, known.as_ref())? {
-                    table.observe(&self.target, &slot.remote_topic, key, record.timestamp, &origin);
+                if c.instance.resolve(key, record.timestamp, origin, &record.headers, known.as_ref())? {
+                    table.observe(&self.target, &slot.remote_topic, key, record.timestamp, origin);
                 } else if let Some(topic) = &c.dead_letter {
                     record.route = Some(topic.clone());
                     dead_lettered += 1;

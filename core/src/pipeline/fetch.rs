@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::batch::{Batch, Header, Record};
 use super::pool::{StageTask, Step};
+use super::stage::Handoff;
 use super::{FlowError, Slots};
-use crate::events::{AssignmentChanged, FlowRetrying, PartitionMetrics, QueueDepth};
+use crate::events::{AssignmentChanged, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
 
 /// A source partition to start reading.
@@ -40,8 +41,6 @@ pub struct FetchStage {
     pub consumer: BaseConsumer,
     /// New partitions from topic discovery.
     pub assignments: Receiver<Vec<NewPartition>>,
-    /// To the filter stage.
-    pub output: Sender<Batch>,
     /// The flow's slot table.
     pub slots: Slots,
     /// Set when the flow must stop.
@@ -52,20 +51,21 @@ pub struct FetchStage {
     pub max_bytes: usize,
 }
 
-/// The fetch stage with what it has learnt: where each partition's records go, and a batch
-/// the filter stage had no room for yet.
+/// The fetch stage with what it has learnt: where each partition's records go, and its way
+/// out to the filter stage.
 pub struct FetchTask {
     stage: FetchStage,
     by_topic: HashMap<String, Vec<Option<SlotId>>>,
     metrics: Vec<Option<PartitionMetrics>>,
     assigned: usize,
-    pending: Option<Batch>,
+    out: Handoff,
 }
 
 impl FetchStage {
-    /// The stage as a pool task.
-    pub fn task(self) -> FetchTask {
-        FetchTask { stage: self, by_topic: HashMap::new(), metrics: Vec::new(), assigned: 0, pending: None }
+    /// The stage as a pool task, handing its batches to `output` (the filter stage).
+    pub fn task(self, output: Sender<Batch>) -> FetchTask {
+        let out = Handoff::new(&self.flow, "filter", output);
+        FetchTask { stage: self, by_topic: HashMap::new(), metrics: Vec::new(), assigned: 0, out }
     }
 }
 
@@ -84,7 +84,7 @@ impl StageTask for FetchTask {
             std::thread::sleep(wait);
             return Ok(Step::Idle);
         }
-        let batch = match self.pending.take() {
+        let batch = match self.out.take_pending() {
             Some(b) => b,
             None => {
                 let b = self.stage.fill_batch(&self.by_topic, &self.metrics, wait);
@@ -94,18 +94,8 @@ impl StageTask for FetchTask {
                 b
             }
         };
-        // Blocks up to `wait` while the next stage is full: that is the back-pressure.
-        match self.stage.output.send_timeout(batch, wait) {
-            Ok(()) => {
-                QueueDepth { flow: &self.stage.flow, stage: "filter", batches: self.stage.output.len() }.emit();
-                Ok(Step::Worked)
-            }
-            Err(SendTimeoutError::Timeout(b)) => {
-                self.pending = Some(b);
-                Ok(Step::Idle)
-            }
-            Err(SendTimeoutError::Disconnected(_)) => Ok(Step::Finished),
-        }
+        // Waits up to `wait` while the next stage is full: that is the back-pressure.
+        Ok(self.out.offer(batch, wait))
     }
 }
 

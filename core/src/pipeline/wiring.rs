@@ -251,7 +251,6 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
         flow: name.clone(),
         consumer,
         assignments: assign_rx,
-        output: fetched_tx,
         slots: slots.clone(),
         stop: stop.clone(),
         max_records: flow.batch_max_records,
@@ -279,5 +278,5 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
         stop: stop.clone(),
         offset_syncs,
     };
-    Ok(FlowParts { stages: vec![Box::new(fetch.task()), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
+    Ok(FlowParts { stages: vec![Box::new(fetch.task(fetched_tx)), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
 }
