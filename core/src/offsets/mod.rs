@@ -1,5 +1,6 @@
 //! Source positions: which records the target acknowledged, and where that is stored.
 
+mod ledger;
 pub mod mm2;
 mod progress;
 mod runs;
@@ -7,6 +8,7 @@ pub mod store;
 mod translate;
 pub mod wire;
 
+pub use ledger::{Ledger, PositionWrite, Refusal, SourceOffset, TargetOffset};
 pub use progress::{Progress, SlotId};
 pub use runs::{PartitionMap, Run, RunTracker};
 pub use translate::{SyncRule, Translator};
