@@ -2,12 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strait_core::config::Config;
+use strait_core::flows::{RunOptions, Signals};
 
 mod operator;
 
@@ -28,6 +27,10 @@ enum Command {
         /// Where the Prometheus endpoint listens (overrides `strait.metrics.listen`).
         #[arg(long, value_name = "ADDR:PORT")]
         metrics_listen: Option<SocketAddr>,
+        /// Stop every flow and exit non-zero at the first failure of any flow, instead of
+        /// restarting or parking it while the others go on.
+        #[arg(long)]
+        fail_fast: bool,
     },
     /// Consumer-group offsets across clusters.
     Offsets {
@@ -43,11 +46,15 @@ enum Command {
         #[arg(long)]
         apply: bool,
     },
-    /// Per flow: heartbeat age and replication lag in records and seconds.
+    /// Per flow: its state in the running process, heartbeat age and replication lag in
+    /// records and seconds.
     Status {
         /// The MM2 properties file.
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
+        /// The running process's metrics endpoint (default: `strait.metrics.listen`).
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics: Option<SocketAddr>,
     },
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
@@ -99,11 +106,15 @@ fn main() {
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { config, metrics_listen } => run(&config, metrics_listen),
+        Command::Run { config, metrics_listen, fail_fast } => run(&config, metrics_listen, fail_fast),
         Command::Validate { config } => validate(&config),
         Command::Offsets { command: OffsetsCommand::Translate { group: g } } => operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to),
         Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
-        Command::Status { config } => operator::status(&load(&config)?),
+        Command::Status { config, metrics } => {
+            let config = load(&config)?;
+            let metrics = metrics.unwrap_or(config.metrics_listen);
+            operator::status(&config, metrics)
+        }
     }
 }
 
@@ -115,28 +126,32 @@ fn load(path: &std::path::Path) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>) -> anyhow::Result<()> {
+fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bool) -> anyhow::Result<()> {
     let config = load(path)?;
     let listen = metrics_listen.unwrap_or(config.metrics_listen);
     strait_core::events::install_prometheus(listen)?;
     tracing::info!(metrics = %format!("http://{listen}/metrics"), flows = config.flows.len(), "strait started");
-    let stop = Arc::new(AtomicBool::new(false));
+    let signals = Signals::default();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("installing the signal handler")?;
+        signal_hook::flag::register(signal, signals.stop.clone()).context("installing the signal handler")?;
     }
-    // SIGHUP reloads policy components from their files (they also reload when the file changes).
+    // SIGHUP reads the config file again and reloads policy components from their files (both
+    // also reload when their file changes).
     let mut hangups = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]).context("installing the SIGHUP handler")?;
+    let reload = signals.reload.clone();
     std::thread::Builder::new()
         .name("sighup".into())
         .spawn(move || {
             for _ in hangups.forever() {
-                tracing::info!("SIGHUP: reloading policy components");
+                tracing::info!("SIGHUP: reloading the config and policy components");
+                reload.store(true, std::sync::atomic::Ordering::Relaxed);
                 strait_core::policy::request_reload();
             }
         })
         .context("starting the SIGHUP thread")?;
-    strait_core::pipeline::run(&config, stop)?;
-    tracing::info!("strait stopped; positions stored");
+    let options = RunOptions { fail_fast, config_path: Some(path.to_path_buf()) };
+    strait_core::flows::run(config, options, &signals)?;
+    tracing::info!("strait stopped; positions stored for what the targets acknowledged");
     Ok(())
 }
 

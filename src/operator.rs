@@ -60,15 +60,79 @@ pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool)
     Ok(())
 }
 
-/// `strait status`.
-pub fn status(config: &Config) -> anyhow::Result<()> {
-    println!("{:<28} {:>14} {:>18} {:>12} {:>10}", "flow", "heartbeat age s", "replicated hb age s", "lag records", "lag s");
+/// `strait status`: per flow, its state in the running process (from its metrics endpoint at
+/// `metrics`) beside what the clusters show.
+pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<()> {
+    let states = running_states(metrics);
+    if states.is_none() {
+        println!("no strait process answers at http://{metrics}/metrics: flow states unknown (give --metrics ADDR:PORT if it listens elsewhere)");
+    }
+    // The state goes last so that scripts reading the older columns by position keep working.
+    println!("{:<28} {:>14} {:>18} {:>12} {:>10}  state", "flow", "heartbeat age s", "replicated hb age s", "lag records", "lag s");
     let secs = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{:.1}", ms as f64 / 1000.0));
     for flow in &config.flows {
         let (from, to) = (flow.source.as_str(), flow.target.as_str());
-        let s = flow_status(&view(config, from, to)?)?;
-        let lag_s = s.lag_seconds.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
-        println!("{:<28} {:>14} {:>18} {:>12} {:>10}", s.flow, secs(s.heartbeat_age_ms), secs(s.replicated_heartbeat_age_ms), show(s.lag_records), lag_s);
+        let state = states.as_ref().and_then(|m| m.get(&flow.name()).cloned()).unwrap_or_else(|| "unknown".into());
+        let state = format!("state={state}");
+        match view(config, from, to).and_then(|v| Ok(flow_status(&v)?)) {
+            Ok(s) => {
+                let lag_s = s.lag_seconds.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+                println!(
+                    "{:<28} {:>14} {:>18} {:>12} {:>10}  {}",
+                    s.flow,
+                    secs(s.heartbeat_age_ms),
+                    secs(s.replicated_heartbeat_age_ms),
+                    show(s.lag_records),
+                    lag_s,
+                    state
+                );
+            }
+            Err(e) => println!("{:<28} clusters not readable: {e:#}  {state}", flow.name()),
+        }
     }
     Ok(())
+}
+
+/// Each flow's state as the process serving `addr` reports it in `strait_flow_state`.
+fn running_states(addr: std::net::SocketAddr) -> Option<std::collections::HashMap<String, String>> {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(3);
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut page = String::new();
+    stream.read_to_string(&mut page).ok()?;
+    Some(flow_states(&page))
+}
+
+/// Parses `strait_flow_state{flow="a->b",state="running"} 1` lines: the state whose value is 1.
+fn flow_states(page: &str) -> std::collections::HashMap<String, String> {
+    let mut states = std::collections::HashMap::new();
+    for line in page.lines() {
+        let Some(rest) = line.strip_prefix("strait_flow_state{") else { continue };
+        let Some((labels, value)) = rest.split_once('}') else { continue };
+        if value.trim().parse::<f64>().ok() != Some(1.0) {
+            continue;
+        }
+        let label = |name: &str| {
+            let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+            let end = labels[start..].find('"')? + start;
+            Some(labels[start..end].to_string())
+        };
+        if let (Some(flow), Some(state)) = (label("flow"), label("state")) {
+            states.insert(flow, state);
+        }
+    }
+    states
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_state_set_to_one_is_the_flows_state() {
+        let page = "strait_flow_state{flow=\"a->b\",state=\"running\"} 1\nstrait_flow_state{flow=\"a->b\",state=\"parked\"} 0\nstrait_flow_state{state=\"parked\",flow=\"b->a\"} 1\n";
+        let states = super::flow_states(page);
+        assert_eq!(states.get("a->b").map(String::as_str), Some("running"));
+        assert_eq!(states.get("b->a").map(String::as_str), Some("parked"));
+    }
 }

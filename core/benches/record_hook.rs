@@ -47,6 +47,8 @@ fn hook(component_file: &str) -> RecordHook {
         remote_topic: Arc::from("a.orders"),
         metrics: PartitionMetrics::new("a->b", "a.orders", 0),
         resume_run: None,
+        start_at: None,
+        retired: false,
     });
     RecordHook::new(component.instantiate(&flow).expect("instance"), slots)
 }

@@ -10,8 +10,10 @@
 //!                    └──── resume position ◄── progress (acked prefix) ◄──────┘
 //! ```
 //!
-//! Each stage runs on its own thread; bounded channels carry batches, so a slow target
-//! back-pressures the fetcher instead of growing memory. A partition's position advances only
+//! The stages of every flow share a small pool of threads (see [`pipeline`]); bounded channels
+//! carry batches, so a slow target back-pressures the fetcher instead of growing memory. Each
+//! flow is supervised on its own ([`flows`]): one that fails is restarted or parked while the
+//! others keep replicating. A partition's position advances only
 //! over the contiguous prefix of records the target acknowledged, and is stored on the target.
 
 pub mod active_active;
@@ -19,6 +21,7 @@ pub mod checkpoints;
 pub mod config;
 pub mod cluster;
 pub mod events;
+pub mod flows;
 pub mod heartbeats;
 pub mod offsets;
 pub mod operator;

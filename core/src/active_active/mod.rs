@@ -16,6 +16,7 @@ pub mod provenance;
 
 pub use keys::{KeyStates, Table, Version};
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::events::{ConflictsRefused, LoopsPrevented};
@@ -54,26 +55,49 @@ impl RecordFilter for ActiveActive {
     fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
         let slots = self.slots.read();
         let keys = self.conflicts.as_ref().map(|c| c.keys.clone());
-        let mut table = keys.as_ref().map(|k| k.lock());
         let mut keep = vec![true; batch.records.len()];
         let (mut looped, mut dropped, mut dead_lettered) = (0, 0, 0);
-        for (i, record) in batch.records.iter_mut().enumerate() {
-            let Some(slot) = slots.get(record.slot as usize) else { continue };
-            let path = provenance::of(&record.headers);
-            let origin = provenance::origin(path, &self.source);
-            if let (Some(table), Some(key)) = (table.as_mut(), record.key.as_deref()) {
+        // The key table is shared with the flow in the other direction, which may run on another
+        // thread: it is locked only to read and to note, never across a `resolve` call (up to
+        // 1 s each), so one flow's hook cannot stall the other flow.
+        let mut known: Vec<Option<Option<Version>>> = vec![None; batch.records.len()];
+        if let Some(keys) = &keys {
+            let mut table = keys.lock();
+            for (i, record) in batch.records.iter().enumerate() {
+                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), record.key.as_deref()) else { continue };
+                let origin = provenance::origin(provenance::of(&record.headers), &self.source);
                 // Every record read is a write on the source, even one about to be dropped.
                 table.observe(&self.source, &slot.source_topic, key, record.timestamp, origin);
+                known[i] = Some(table.known(&self.target, &slot.remote_topic, key).cloned());
             }
+        }
+        // Writes this batch will make on the target, newest per key, seen by later records of
+        // the batch as if the table had been noted in between.
+        let mut written: HashMap<Vec<u8>, Version> = HashMap::new();
+        for (i, record) in batch.records.iter_mut().enumerate() {
+            if slots.get(record.slot as usize).is_none() {
+                continue;
+            }
+            let path = provenance::of(&record.headers);
+            let origin = provenance::origin(path, &self.source).to_string();
             if self.provenance && path.is_some_and(|p| provenance::contains(p, &self.target)) {
                 keep[i] = false;
                 looped += 1;
                 continue;
             }
-            if let (Some(c), Some(table), Some(key)) = (self.conflicts.as_mut(), table.as_mut(), record.key.as_deref()) {
-                let known = table.known(&self.target, &slot.remote_topic, key).cloned();
-                if c.instance.resolve(key, record.timestamp, origin, &record.headers, known.as_ref())? {
-                    table.observe(&self.target, &slot.remote_topic, key, record.timestamp, origin);
+            if let (Some(c), Some(before), Some(key)) = (self.conflicts.as_mut(), known[i].as_ref(), record.key.as_deref()) {
+                let newest = match (before, written.get(key)) {
+                    (Some(b), Some(w)) => Some(if (w.timestamp, &*w.origin) >= (b.timestamp, &*b.origin) { w } else { b }),
+                    (b, w) => b.as_ref().or(w),
+                };
+                if c.instance.resolve(key, record.timestamp, &origin, &record.headers, newest)? {
+                    let version = Version { timestamp: record.timestamp, origin: Arc::from(origin.as_str()) };
+                    match written.get(key) {
+                        Some(w) if (w.timestamp, &*w.origin) > (version.timestamp, &*version.origin) => {}
+                        _ => {
+                            written.insert(key.to_vec(), version);
+                        }
+                    }
                 } else if let Some(topic) = &c.dead_letter {
                     record.route = Some(topic.clone());
                     dead_lettered += 1;
@@ -87,7 +111,15 @@ impl RecordFilter for ActiveActive {
                 provenance::extend(&mut record.headers, &self.source);
             }
         }
-        drop(table);
+        if let (Some(keys), false) = (&keys, written.is_empty()) {
+            let mut table = keys.lock();
+            for record in &batch.records {
+                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), record.key.as_deref()) else { continue };
+                if let Some(v) = written.remove(key) {
+                    table.observe(&self.target, &slot.remote_topic, key, v.timestamp, &v.origin);
+                }
+            }
+        }
         drop(slots);
         if looped > 0 {
             LoopsPrevented { flow: &self.flow, records: looped }.emit();

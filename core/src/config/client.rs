@@ -170,7 +170,9 @@ fn translate(s: &Setting) -> Translation {
         | "connections.max.idle.ms" | "reconnect.backoff.ms" | "metadata.max.age.ms" => {
             Translation::Drop("it is a Java client setting with no librdkafka counterpart")
         }
-        "enable.auto.commit" | "group.id" | "enable.idempotence" | "auto.offset.reset" => {
+        // `auto.offset.reset` is read by the flow (where a partition with no stored position
+        // starts); out-of-range positions always reset to the beginning, so nothing is skipped.
+        "enable.auto.commit" | "group.id" | "enable.idempotence" => {
             Translation::Drop("strait sets it itself to keep at-least-once delivery")
         }
         _ => Translation::Keep,

@@ -161,7 +161,7 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         }
     }
     for (key, p) in &scopes.top {
-        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
+        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads", "strait.shutdown.timeout.ms"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
         if !supported {
             let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
             warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
@@ -209,7 +209,16 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         None => 4,
     };
 
-    Ok(Config { clusters, flows, metrics_listen, stage_threads, warnings: warnings.into_values().collect() })
+    let shutdown_timeout = match scopes.top.get("strait.shutdown.timeout.ms") {
+        Some(p) => p.value.trim().parse::<u64>().ok().filter(|ms| *ms >= 100).map(Duration::from_millis).ok_or_else(|| ConfigError::BadValue {
+            line: p.line,
+            key: p.key.clone(),
+            reason: format!("is `{}`, not a number of milliseconds of at least 100", p.value),
+        })?,
+        None => Duration::from_secs(30),
+    };
+
+    Ok(Config { clusters, flows, metrics_listen, stage_threads, shutdown_timeout, warnings: warnings.into_values().collect() })
 }
 
 fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {

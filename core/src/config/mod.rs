@@ -49,6 +49,10 @@ pub struct Config {
     /// Threads that run the stages of every flow (`strait.stage.threads`, default 4); see
     /// [`crate::pipeline`] for how flows map to them.
     pub stage_threads: usize,
+    /// How long SIGTERM/SIGINT may take (`strait.shutdown.timeout.ms`, default 30 s): flows store
+    /// the positions of what the target acknowledged within it, and the process exits at its end
+    /// whatever the clusters do.
+    pub shutdown_timeout: Duration,
     /// One line per key that strait read but does not act on, naming the key and its line.
     pub warnings: Vec<String>,
 }
@@ -165,6 +169,27 @@ impl FlowConfig {
     /// `source->target`, the name MM2 uses for a flow and the `flow` label on every metric.
     pub fn name(&self) -> String {
         format!("{}->{}", self.source, self.target)
+    }
+
+    /// Everything that decides how this flow runs in `config` (its settings and its two
+    /// clusters), as one value: two configs give the flow the same fingerprint exactly when a
+    /// reload can leave it running. Line numbers are left out, so adding a line elsewhere
+    /// changes nothing; secret values are in (hashed), so a new password restarts the flow.
+    pub fn fingerprint(&self, config: &Config) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut plain = self.clone();
+        for settings in [&mut plain.consumer, &mut plain.producer, &mut plain.source_producer, &mut plain.source_admin, &mut plain.target_admin] {
+            for s in std::mem::take(settings).iter() {
+                (&s.key, &s.value).hash(&mut h);
+            }
+            "|".hash(&mut h);
+        }
+        format!("{plain:?}").hash(&mut h);
+        for alias in [&self.source, &self.target] {
+            config.cluster(alias).map(|c| (&c.alias, &c.bootstrap_servers)).hash(&mut h);
+        }
+        h.finish()
     }
 }
 

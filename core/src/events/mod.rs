@@ -6,11 +6,13 @@
 
 mod active_active;
 mod exporter;
+mod flows;
 mod groups;
 mod partition;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use exporter::{install_prometheus, MetricsError};
+pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 
@@ -32,6 +34,22 @@ impl TopicCreated<'_> {
     pub fn emit(&self) {
         info!(flow = self.flow, topic = self.topic, partitions = self.partitions, "created remote topic");
         counter!("strait_topics_created_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
+/// A replicated source topic was deleted; its remote topic stays.
+pub struct TopicDeleted<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The source topic.
+    pub topic: &'a str,
+}
+
+impl TopicDeleted<'_> {
+    /// Logs and counts the event.
+    pub fn emit(&self) {
+        info!(flow = self.flow, topic = self.topic, "source topic deleted; its partitions are no longer read and its positions are forgotten (the remote topic stays)");
+        counter!("strait_source_topics_deleted_total", "flow" => self.flow.to_string()).increment(1);
     }
 }
 
@@ -59,8 +77,8 @@ impl PartitionsAdded<'_> {
 pub struct AssignmentChanged<'a> {
     /// `source->target`.
     pub flow: &'a str,
-    /// Partitions newly assigned.
-    pub added: usize,
+    /// Partitions newly assigned (negative: unassigned, their topic was deleted).
+    pub added: i64,
     /// Partitions assigned in total.
     pub total: usize,
 }

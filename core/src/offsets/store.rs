@@ -89,6 +89,8 @@ pub enum StoredRecord {
     Run((String, i32), Run),
     /// A closed run was deleted (a tombstone), by its first source offset.
     RunDeleted((String, i32), i64),
+    /// A partition's position was deleted (a tombstone): its source topic was deleted.
+    PositionDeleted((String, i32)),
 }
 
 /// Decodes a record of the position topic; `None` for records of another layout.
@@ -113,7 +115,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<StoredRecord> {
             Some(StoredRecord::Run(id, Run { upstream, downstream: v.i64()?, len: v.i64()? }))
         }
         (Some(upstream), None) => Some(StoredRecord::RunDeleted(id, upstream)),
-        (None, None) => None,
+        (None, None) => Some(StoredRecord::PositionDeleted(id)),
     }
 }
 
@@ -141,6 +143,9 @@ impl Mappings {
                     map.forget(upstream);
                 }
             }
+            Some(StoredRecord::PositionDeleted(id)) => {
+                self.partitions.remove(&id);
+            }
             None => {}
         }
     }
@@ -164,8 +169,14 @@ pub fn load_positions(
     admin.ensure_exists(&spec)?;
     let mut positions = Positions::new();
     read_topic(target, settings, &spec.name, timeout, |k, v| {
-        if let Some(StoredRecord::Position(id, stored)) = decode(k, v) {
-            positions.insert(id, stored);
+        match decode(k, v) {
+            Some(StoredRecord::Position(id, stored)) => {
+                positions.insert(id, stored);
+            }
+            Some(StoredRecord::PositionDeleted(id)) => {
+                positions.remove(&id);
+            }
+            _ => {}
         }
     })?;
     Ok(positions)
@@ -272,7 +283,7 @@ mod tests {
         let run = Run { upstream: 5, downstream: 0, len: 95 };
         let run_key = encode_run_key("orders", 2, 5);
         assert_eq!(decode(&run_key, Some(&encode_run_value(run))), Some(StoredRecord::Run(id.clone(), run)));
-        assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id, 5)));
-        assert_eq!(decode(&key, None), None);
+        assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id.clone(), 5)));
+        assert_eq!(decode(&key, None), Some(StoredRecord::PositionDeleted(id)), "a deleted source topic's position");
     }
 }

@@ -9,6 +9,11 @@ use crate::policy::PolicyError;
 pub trait RecordFilter: Send {
     /// Removes (or rewrites) the records of `batch`; an error stops the flow before the batch.
     fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
+
+    /// Whether the filter can take a batch now (see [`super::stage::Work::ready`]).
+    fn ready(&mut self) -> bool {
+        true
+    }
 }
 
 /// Replicates every record (a flow without a record hook).
@@ -28,5 +33,14 @@ impl RecordFilter for Vec<Box<dyn RecordFilter>> {
             f.filter(batch)?;
         }
         Ok(())
+    }
+
+    fn ready(&mut self) -> bool {
+        // Every filter is asked, so each starts what it must before the batch can pass.
+        let mut all = true;
+        for f in self.iter_mut() {
+            all &= f.ready();
+        }
+        all
     }
 }

@@ -13,14 +13,14 @@ mod transform;
 mod wiring;
 
 pub use batch::{Batch, Header, Record};
-pub use fetch::{now_millis, FetchStage, FetchTask, NewPartition};
+pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
-pub use pool::{Periodic, StageTask, Step};
+pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
 pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage, ProduceTask};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
 pub use stage::MiddleStage;
-pub use wiring::{build_flow, run, FlowParts, Shared};
+pub use wiring::{build_flow, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};
 use crate::topics::DiscoveryError;
@@ -57,6 +57,16 @@ pub enum FlowError {
         /// What to do about it.
         hint: String,
     },
+    /// A setting of the flow has a value strait cannot use.
+    #[error("flow {flow}: `{key}` {reason}")]
+    Config {
+        /// `source->target`.
+        flow: String,
+        /// The key as written in mm2.properties.
+        key: String,
+        /// What is wrong and what would do.
+        reason: String,
+    },
     /// A stage thread could not start or panicked.
     #[error("flow {flow}: the {stage} thread {what}")]
     Thread {
@@ -67,4 +77,17 @@ pub enum FlowError {
         /// What happened.
         what: String,
     },
+}
+
+impl FlowError {
+    /// Whether restarting the flow may cure this: an unreachable cluster or a broker error may
+    /// pass; a refused record, a broken plugin or a bad setting stays until the operator acts.
+    /// A panic restarts too: it is a bug, and the backoff keeps a repeating one cheap.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } => true,
+            FlowError::Discovery(e) => !matches!(e, DiscoveryError::Policy(_)),
+            FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! How flows map to threads. Every flow has the same four stages (fetch, filter, transform,
 //! produce); the stages of all flows run on one pool of `strait.stage.threads` threads (4 by
-//! default), however many flows there are. Stage `s` of flow `f` (in config order) runs on
-//! thread `(4f + s) mod T`, so with the default each thread runs one kind of stage for every
-//! flow, and 20 flows on a 2-core machine are 4 stage threads, not 80.
+//! default), however many flows there are. The stages of the n-th flow started go to threads
+//! `4n`, `4n + 1`, ... (mod T), so with the default each thread runs one kind of stage for
+//! every flow, and 20 flows on a 2-core machine are 4 stage threads, not 80.
 //!
 //! A thread with a single stage lets it block on its input, as a dedicated thread would. A
 //! thread with several never blocks in one: each stage takes a step (a batch at most) without
@@ -13,11 +13,20 @@
 //! Periodic work (topic discovery, heartbeats, checkpoints and group offset sync) runs on two
 //! more threads shared by all flows: one for checkpoints, whose rounds can take seconds, and one
 //! for the rest.
+//!
+//! A flow is the unit of failure: each task belongs to one flow's [`FlowControl`]. A stage that
+//! fails or panics stops its own flow only; the pool drops the flow's tasks on a thread of their
+//! own (dropping a Kafka client can wait on an unreachable broker) and tells the supervisor once
+//! the last one is gone.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::FlowError;
 
@@ -43,7 +52,7 @@ pub trait StageTask: Send {
 pub trait Periodic: Send {
     /// Does whatever came due since the last call; failures are logged and retried later.
     fn tick(&mut self);
-    /// Called once when the process stops.
+    /// Called once when the flow stops, off the shared thread.
     fn finish(&mut self) {}
 }
 
@@ -53,85 +62,311 @@ const SOLE_WAIT: Duration = Duration::from_millis(100);
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
 /// How often the periodic threads look for due work.
 const TICK: Duration = Duration::from_millis(50);
+/// How long a flow that failed gets to store the positions of what the target acknowledged.
+const FAILED_DRAIN: Duration = Duration::from_secs(5);
 
-/// The first error of any stage; setting it stops every flow.
-#[derive(Clone, Default)]
-pub struct FirstError(Arc<Mutex<Option<FlowError>>>);
-
-impl FirstError {
-    /// Keeps `e` unless an error came first, and stops every flow.
-    pub fn set(&self, e: FlowError, stop: &AtomicBool) {
-        stop.store(true, Ordering::Relaxed);
-        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(e);
-    }
-
-    /// The error, if a stage failed.
-    pub fn take(&self) -> Option<FlowError> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
+/// A flow's tasks ended; the supervisor decides what comes next.
+#[derive(Debug)]
+pub struct FlowEnded {
+    /// `source->target`.
+    pub flow: String,
+    /// Which start of the flow this was.
+    pub generation: u64,
+    /// The first failure, if it did not stop because it was asked to.
+    pub error: Option<FlowError>,
 }
 
-/// Spawns `threads` stage threads running `tasks` (in flow order, four per flow); they end
-/// when every stage has finished.
-pub fn spawn_stages(tasks: Vec<Box<dyn StageTask>>, threads: usize, errors: &FirstError, stop: &Arc<AtomicBool>) -> Result<Vec<JoinHandle<()>>, FlowError> {
-    let threads = threads.clamp(1, tasks.len().max(1));
-    let mut per_thread: Vec<Vec<Box<dyn StageTask>>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, task) in tasks.into_iter().enumerate() {
-        per_thread[i % threads].push(task);
-    }
-    per_thread
-        .into_iter()
-        .enumerate()
-        .map(|(i, tasks)| {
-            let (errors, stop) = (errors.clone(), stop.clone());
-            thread::Builder::new()
-                .name(format!("stages {i}"))
-                .spawn(move || run_stages(tasks, &errors, &stop))
-                .map_err(|e| FlowError::Thread { flow: "*".into(), stage: "stages", what: format!("could not start: {e}") })
+/// The handle every task of one running flow shares: its stop flag, its first error, and how
+/// many of its tasks are still alive.
+pub struct FlowControl {
+    name: String,
+    generation: u64,
+    stop: Arc<AtomicBool>,
+    deadline: Mutex<Option<Instant>>,
+    error: Mutex<Option<FlowError>>,
+    live: AtomicUsize,
+    ended: Sender<FlowEnded>,
+}
+
+impl FlowControl {
+    /// A control for the `generation`-th start of `name`; `ended` hears when its last task is gone.
+    pub fn new(name: &str, generation: u64, ended: Sender<FlowEnded>) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_string(),
+            generation,
+            stop: Arc::new(AtomicBool::new(false)),
+            deadline: Mutex::new(None),
+            error: Mutex::new(None),
+            live: AtomicUsize::new(0),
+            ended,
         })
-        .collect()
+    }
+
+    /// `source->target`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The flag the flow's stages watch.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Asks the flow to stop, storing positions of what is acknowledged by `deadline` at the latest.
+    pub fn stop(&self, deadline: Instant) {
+        {
+            let mut d = self.deadline.lock().unwrap_or_else(|p| p.into_inner());
+            *d = Some(d.map_or(deadline, |old| old.min(deadline)));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the flow was asked to stop.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// By when a stopping flow must be gone.
+    pub fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps the flow's first failure and stops it.
+    pub fn fail(&self, e: FlowError) {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+        self.stop(Instant::now() + FAILED_DRAIN);
+    }
+
+    fn started(&self, tasks: usize) {
+        self.live.fetch_add(tasks, Ordering::SeqCst);
+    }
+
+    fn task_ended(&self) {
+        if self.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let error = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+            // The supervisor only goes away when the process stops.
+            let _ = self.ended.send(FlowEnded { flow: self.name.clone(), generation: self.generation, error });
+        }
+    }
 }
 
-fn run_stages(mut tasks: Vec<Box<dyn StageTask>>, errors: &FirstError, stop: &AtomicBool) {
-    while !tasks.is_empty() {
+/// A task and the flow it belongs to.
+struct Owned<T: ?Sized> {
+    flow: Arc<FlowControl>,
+    task: Box<T>,
+}
+
+/// The shared threads: stage threads and the two periodic threads.
+pub struct Pool {
+    stages: Vec<Sender<Owned<dyn StageTask>>>,
+    periodic: Sender<Owned<dyn Periodic>>,
+    checkpoints: Sender<Owned<dyn Periodic>>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    /// Starts `threads` stage threads and the periodic threads.
+    pub fn start(threads: usize) -> Result<Self, FlowError> {
+        let spawn_err = |what: &'static str| move |e: std::io::Error| FlowError::Thread { flow: "*".into(), stage: what, what: format!("could not start: {e}") };
+        let mut stages = Vec::new();
+        for i in 0..threads.max(1) {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx)).map_err(spawn_err("stages"))?;
+            stages.push(tx);
+        }
+        let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, FlowError> {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            thread::Builder::new().name(name.to_string()).spawn(move || run_periodic(&rx)).map_err(spawn_err("periodic"))?;
+            Ok(tx)
+        };
+        let periodic = periodic_thread("periodic")?;
+        let checkpoints = periodic_thread("checkpoints")?;
+        Ok(Self { stages, periodic, checkpoints, next: AtomicUsize::new(0) })
+    }
+
+    /// Runs a flow's stages (in pipeline order), periodic work and checkpoint work.
+    pub fn add(&self, flow: &Arc<FlowControl>, stages: Vec<Box<dyn StageTask>>, periodic: Vec<Box<dyn Periodic>>, checkpoints: Vec<Box<dyn Periodic>>) {
+        flow.started(stages.len() + periodic.len() + checkpoints.len());
+        let base = self.next.fetch_add(stages.len(), Ordering::Relaxed);
+        for (i, task) in stages.into_iter().enumerate() {
+            let thread = &self.stages[(base + i) % self.stages.len()];
+            hand_over(thread, Owned { flow: flow.clone(), task });
+        }
+        for task in periodic {
+            hand_over(&self.periodic, Owned { flow: flow.clone(), task });
+        }
+        for task in checkpoints {
+            hand_over(&self.checkpoints, Owned { flow: flow.clone(), task });
+        }
+    }
+}
+
+/// Gives a task to a pool thread; the threads outlive every sender, so a failed send means the
+/// process is going down and the task is simply ended.
+fn hand_over<T: ?Sized + Send + 'static>(thread: &Sender<Owned<T>>, owned: Owned<T>)
+where
+    Box<T>: Send,
+{
+    if let Err(crossbeam_channel::SendError(owned)) = thread.send(owned) {
+        owned.flow.task_ended();
+    }
+}
+
+/// Drops what a finished task holds on a thread of its own: closing a Kafka client waits for
+/// its brokers, and a frozen broker must not hold up the flows that share the pool thread.
+fn reap(flow: Arc<FlowControl>, what: impl FnOnce() + Send + 'static) {
+    let spawned = thread::Builder::new().name("reaper".into()).spawn({
+        let flow = flow.clone();
+        move || {
+            let _ = catch_unwind(AssertUnwindSafe(what));
+            flow.task_ended();
+        }
+    });
+    if spawned.is_err() {
+        // No thread to spare: the task is ended without closing its clients cleanly.
+        flow.task_ended();
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
+}
+
+fn run_stages(injector: &Receiver<Owned<dyn StageTask>>) {
+    let mut tasks: Vec<Owned<dyn StageTask>> = Vec::new();
+    loop {
+        while let Ok(t) = injector.try_recv() {
+            tasks.push(t);
+        }
+        if tasks.is_empty() {
+            match injector.recv_timeout(SOLE_WAIT) {
+                Ok(t) => tasks.push(t),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
         let wait = if tasks.len() == 1 { SOLE_WAIT } else { Duration::ZERO };
         let mut worked = false;
-        tasks.retain_mut(|task| match task.step(wait) {
-            Ok(Step::Worked) => {
-                worked = true;
-                true
-            }
-            Ok(Step::Idle) => true,
-            Ok(Step::Finished) => false,
-            Err(e) => {
-                // Dropping the stage closes its channels, so the stages before and after it
+        let mut i = 0;
+        while i < tasks.len() {
+            let owned = &mut tasks[i];
+            let done = match catch_unwind(AssertUnwindSafe(|| owned.task.step(wait))) {
+                Ok(Ok(Step::Worked)) => {
+                    worked = true;
+                    false
+                }
+                Ok(Ok(Step::Idle)) => false,
+                Ok(Ok(Step::Finished)) => true,
+                // Ending the stage closes its channels, so the stages before and after it
                 // finish too, and nothing after the failed batch reaches the target.
-                errors.set(e, stop);
-                false
+                Ok(Err(e)) => {
+                    owned.flow.fail(e);
+                    true
+                }
+                Err(panic) => {
+                    let what = format!("panicked: {}", panic_message(panic.as_ref()));
+                    owned.flow.fail(FlowError::Thread { flow: owned.flow.name().to_string(), stage: "stage", what });
+                    true
+                }
+            };
+            if done {
+                let Owned { flow, task } = tasks.swap_remove(i);
+                reap(flow, move || drop(task));
+            } else {
+                i += 1;
             }
-        });
+        }
         if !worked && tasks.len() > 1 {
             thread::sleep(IDLE_SLEEP);
         }
     }
 }
 
-/// Spawns a thread that ticks every task of `work` until `stop` is set, then finishes them.
-pub fn spawn_periodic(name: &str, mut work: Vec<Box<dyn Periodic>>, stop: &Arc<AtomicBool>) -> Result<JoinHandle<()>, FlowError> {
-    let stop = stop.clone();
-    thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                for w in work.iter_mut() {
-                    w.tick();
-                }
-                thread::sleep(TICK);
+fn run_periodic(injector: &Receiver<Owned<dyn Periodic>>) {
+    let mut tasks: Vec<Owned<dyn Periodic>> = Vec::new();
+    loop {
+        while let Ok(t) = injector.try_recv() {
+            tasks.push(t);
+        }
+        let mut i = 0;
+        while i < tasks.len() {
+            let owned = &mut tasks[i];
+            let failed = !owned.flow.stopping() && catch_unwind(AssertUnwindSafe(|| owned.task.tick())).is_err();
+            if failed {
+                let flow = owned.flow.name().to_string();
+                owned.flow.fail(FlowError::Thread { flow, stage: "periodic", what: "panicked".into() });
             }
-            for w in work.iter_mut() {
-                w.finish();
+            if owned.flow.stopping() {
+                let Owned { flow, mut task } = tasks.swap_remove(i);
+                reap(flow, move || task.finish());
+            } else {
+                i += 1;
             }
-        })
-        .map_err(|e| FlowError::Thread { flow: "*".into(), stage: "periodic", what: format!("could not start: {e}") })
+        }
+        if tasks.is_empty() {
+            match injector.recv_timeout(TICK) {
+                Ok(t) => tasks.push(t),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            thread::sleep(TICK);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    /// Counts its steps; never finishes on its own.
+    struct Counting(Arc<AtomicU64>, Arc<AtomicBool>);
+
+    impl StageTask for Counting {
+        fn step(&mut self, _wait: Duration) -> Result<Step, FlowError> {
+            if self.1.load(Ordering::Relaxed) {
+                return Ok(Step::Finished);
+            }
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Ok(Step::Worked)
+        }
+    }
+
+    /// Panics on its third step.
+    struct Panicking(u32);
+
+    impl StageTask for Panicking {
+        fn step(&mut self, _wait: Duration) -> Result<Step, FlowError> {
+            self.0 += 1;
+            assert!(self.0 < 3, "a bug in a stage");
+            Ok(Step::Worked)
+        }
+    }
+
+    #[test]
+    fn a_panicking_stage_ends_its_own_flow_and_the_other_flow_on_the_thread_keeps_stepping() {
+        let pool = Pool::start(1).expect("pool");
+        let (ended_tx, ended_rx) = crossbeam_channel::unbounded();
+        let healthy = FlowControl::new("a->b", 1, ended_tx.clone());
+        let broken = FlowControl::new("b->a", 1, ended_tx);
+        let steps = Arc::new(AtomicU64::new(0));
+        pool.add(&healthy, vec![Box::new(Counting(steps.clone(), healthy.stop_flag()))], Vec::new(), Vec::new());
+        pool.add(&broken, vec![Box::new(Panicking(0))], Vec::new(), Vec::new());
+
+        let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the broken flow ends");
+        assert_eq!(ended.flow, "b->a");
+        assert!(matches!(&ended.error, Some(FlowError::Thread { what, .. }) if what.contains("a bug in a stage")), "{:?}", ended.error);
+        assert!(!healthy.stopping(), "the other flow was not stopped");
+        let before = steps.load(Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while steps.load(Ordering::Relaxed) < before + 1000 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(steps.load(Ordering::Relaxed) >= before + 1000, "the healthy flow's stage kept stepping after the panic");
+
+        healthy.stop(Instant::now());
+        let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the healthy flow ends when asked");
+        assert_eq!((ended.flow.as_str(), ended.error.is_none()), ("a->b", true));
+    }
 }

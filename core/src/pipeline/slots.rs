@@ -19,6 +19,13 @@ pub struct Slot {
     pub metrics: PartitionMetrics,
     /// The open run of the offset mapping a previous lifetime stored.
     pub resume_run: Option<Run>,
+    /// Where reading starts when it was resolved at assignment rather than stored (a partition
+    /// read from its end): the position to store at once, so a restart does not skip records
+    /// produced in between.
+    pub start_at: Option<i64>,
+    /// The source topic was deleted: the slot is no longer read and its stored position is to be
+    /// forgotten.
+    pub retired: bool,
 }
 
 /// The flow's slot table. Slots are only ever appended, so an id stays valid for the run.
@@ -33,6 +40,14 @@ impl Slots {
         let mut table = self.inner.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         table.push(slot);
         (table.len() - 1) as SlotId
+    }
+
+    /// Marks a slot's topic as deleted on the source.
+    pub fn retire(&self, id: SlotId) {
+        let mut table = self.inner.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(slot) = table.get_mut(id as usize) {
+            slot.retired = true;
+        }
     }
 
     /// Read access to the table, for a whole batch at a time.

@@ -6,13 +6,44 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
 use super::batch::Batch;
+use super::filter::RecordFilter;
 use super::pool::{StageTask, Step};
+use super::transform::RecordTransform;
 use super::FlowError;
 use crate::events::QueueDepth;
 use crate::policy::PolicyError;
 
 /// The work of a middle stage on one batch.
-pub type Work = Box<dyn FnMut(&mut Batch) -> Result<(), PolicyError> + Send>;
+pub trait Work: Send {
+    /// Whether the work can take a batch now. A record hook whose component is being compiled
+    /// again says no, so the batch waits for the new component without blocking the thread.
+    fn ready(&mut self) -> bool {
+        true
+    }
+
+    /// Works on one batch; an error stops the flow before the batch.
+    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
+}
+
+impl Work for Box<dyn RecordFilter> {
+    fn ready(&mut self) -> bool {
+        RecordFilter::ready(self.as_mut())
+    }
+
+    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+        self.filter(batch)
+    }
+}
+
+impl Work for Box<dyn RecordTransform> {
+    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+        self.transform(batch);
+        Ok(())
+    }
+}
+
+/// How long a sole stage whose work is not ready waits before looking again.
+const NOT_READY_WAIT: Duration = Duration::from_millis(5);
 
 /// A stage's way out: the channel to the next stage, and a batch the next stage had no room
 /// for yet. Holding it, instead of blocking, is what lets a thread run other flows' stages
@@ -56,31 +87,38 @@ impl Handoff {
 /// and the error stops the flow.
 pub struct MiddleStage {
     input: Receiver<Batch>,
-    work: Work,
+    work: Box<dyn Work>,
+    /// A batch taken from the input while the work was not ready.
+    held: Option<Batch>,
     out: Handoff,
 }
 
 impl MiddleStage {
     /// `next_stage` names the stage `output` feeds, for the queue-depth gauge.
-    pub fn new(flow: &str, next_stage: &'static str, input: Receiver<Batch>, output: Sender<Batch>, work: Work) -> Self {
-        Self { input, work, out: Handoff::new(flow, next_stage, output) }
+    pub fn new(flow: &str, next_stage: &'static str, input: Receiver<Batch>, output: Sender<Batch>, work: Box<dyn Work>) -> Self {
+        Self { input, work, held: None, out: Handoff::new(flow, next_stage, output) }
     }
 }
 
 impl StageTask for MiddleStage {
     fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
-        let batch = match self.out.take_pending() {
+        if let Some(b) = self.out.take_pending() {
+            return Ok(self.out.offer(b, wait));
+        }
+        let mut batch = match self.held.take() {
             Some(b) => b,
-            None => {
-                let mut b = match self.input.recv_timeout(wait) {
-                    Ok(b) => b,
-                    Err(RecvTimeoutError::Timeout) => return Ok(Step::Idle),
-                    Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
-                };
-                (self.work)(&mut b)?;
-                b
-            }
+            None => match self.input.recv_timeout(wait) {
+                Ok(b) => b,
+                Err(RecvTimeoutError::Timeout) => return Ok(Step::Idle),
+                Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
+            },
         };
+        if !self.work.ready() {
+            self.held = Some(batch);
+            std::thread::sleep(wait.min(NOT_READY_WAIT));
+            return Ok(Step::Idle);
+        }
+        self.work.work(&mut batch)?;
         Ok(self.out.offer(batch, wait))
     }
 }

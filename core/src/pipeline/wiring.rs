@@ -1,9 +1,7 @@
 //! Threads and channels: starts every stage of a flow and every flow of a config.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread;
 
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
@@ -12,7 +10,7 @@ use rdkafka::producer::{BaseProducer, DefaultProducerContext, ThreadedProducer};
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
 use super::produce::{DeliveryContext, OffsetSyncSink, ProduceStage};
-use super::pool::{spawn_periodic, spawn_stages, FirstError, Periodic, StageTask};
+use super::pool::{FlowControl, Periodic, StageTask};
 use super::stage::MiddleStage;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
@@ -54,38 +52,6 @@ const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
 /// Producer settings that keep order and the delivery guarantee.
 const PRODUCER_FORCED: &[(&str, &str)] = &[("enable.idempotence", "true"), ("acks", "all")];
 
-/// Runs every flow of `config` until `stop` is set or one fails; on failure the others are
-/// stopped too, so a supervisor sees one exit with the cause.
-pub fn run(config: &Config, stop: Arc<AtomicBool>) -> Result<(), FlowError> {
-    let shared = Shared::default();
-    // Flows connect and read their positions in parallel; nothing replicates until all could.
-    let built: Vec<Result<FlowParts, FlowError>> = thread::scope(|scope| {
-        let handles: Vec<_> = config.flows.iter().map(|flow| (flow.name(), scope.spawn(|| build_flow(config, flow, &shared, &stop)))).collect();
-        handles.into_iter().map(|(name, h)| h.join().unwrap_or_else(|_| Err(FlowError::Thread { flow: name, stage: "set-up", what: "panicked".into() }))).collect()
-    });
-    let (mut stages, mut periodic, mut checkpoints) = (Vec::new(), Vec::new(), Vec::new());
-    for parts in built {
-        let parts = parts?;
-        stages.extend(parts.stages);
-        periodic.extend(parts.periodic);
-        checkpoints.extend(parts.checkpoints);
-    }
-    let errors = FirstError::default();
-    let stage_threads = spawn_stages(stages, config.stage_threads, &errors, &stop)?;
-    let periodic = [spawn_periodic("periodic", periodic, &stop)?, spawn_periodic("checkpoints", checkpoints, &stop)?];
-    for handle in stage_threads {
-        if handle.join().is_err() {
-            errors.set(FlowError::Thread { flow: "*".into(), stage: "stages", what: "panicked".into() }, &stop);
-        }
-    }
-    // The stages end only once stopped (or all failed); the periodic work ends with them.
-    stop.store(true, Ordering::Relaxed);
-    for handle in periodic {
-        let _ = handle.join();
-    }
-    errors.take().map_or(Ok(()), Err)
-}
-
 /// What the flows of one process share.
 #[derive(Default)]
 pub struct Shared {
@@ -109,7 +75,7 @@ pub struct FlowParts {
 }
 
 /// Connects one flow, loads its positions and policy, and prepares its stages.
-pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Arc<AtomicBool>) -> Result<FlowParts, FlowError> {
+pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, control: &Arc<FlowControl>) -> Result<FlowParts, FlowError> {
     let producers = &shared.producers;
     let name = flow.name();
     let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
@@ -129,7 +95,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
     let slots = Slots::default();
     let consumer: BaseConsumer = create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
     let producer: BaseProducer<DeliveryContext> =
-        create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(slots.clone(), flow.offset_syncs.map(|c| c.max_lag)))?;
+        create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(flow.offset_syncs.map(|c| c.max_lag)))?;
 
     let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();
@@ -160,7 +126,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
     if let Some(component) = &policy.records {
         filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)));
     }
-    let mut filter: Box<dyn RecordFilter> = match filters.len() {
+    let filter: Box<dyn RecordFilter> = match filters.len() {
         0 => Box::new(KeepAll),
         1 => filters.remove(0),
         _ => Box::new(filters),
@@ -231,7 +197,8 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
     };
 
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
-    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx);
+    let from_latest = start_from_latest(flow)?;
+    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx).from_latest(from_latest);
     discovery.discover()?;
 
     let (fetched_tx, fetched_rx) = crossbeam_channel::bounded(flow.channel_capacity);
@@ -252,22 +219,13 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
         consumer,
         assignments: assign_rx,
         slots: slots.clone(),
-        stop: stop.clone(),
+        stop: control.stop_flag(),
         max_records: flow.batch_max_records,
         max_bytes: flow.batch_max_bytes,
     };
-    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(move |b| filter.filter(b)));
-    let mut transform: Box<dyn RecordTransform> = Box::new(Unchanged);
-    let transform = MiddleStage::new(
-        &name,
-        "produce",
-        filtered_rx,
-        transformed_tx,
-        Box::new(move |b| {
-            transform.transform(b);
-            Ok(())
-        }),
-    );
+    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(filter));
+    let transform: Box<dyn RecordTransform> = Box::new(Unchanged);
+    let transform = MiddleStage::new(&name, "produce", filtered_rx, transformed_tx, Box::new(transform));
     let produce = ProduceStage {
         flow: name.clone(),
         producer,
@@ -275,8 +233,24 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, stop: &Ar
         slots,
         positions_topic: positions_topic(source.alias.as_str()),
         flush_interval: flow.offset_flush_interval,
-        stop: stop.clone(),
+        control: control.clone(),
         offset_syncs,
     };
     Ok(FlowParts { stages: vec![Box::new(fetch.task(fetched_tx)), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
+}
+
+/// `<source>.consumer.auto.offset.reset`: `latest` starts a partition with no stored position at
+/// its end (MM2's `testReplicateFromLatest`); `earliest`, the default, at its beginning. A
+/// stored position always wins, and a position past the log's end still resets to the beginning,
+/// where nothing is skipped.
+fn start_from_latest(flow: &FlowConfig) -> Result<bool, FlowError> {
+    match flow.consumer.get("auto.offset.reset").map(|s| s.value.trim()) {
+        None | Some("earliest") => Ok(false),
+        Some("latest") => Ok(true),
+        Some(other) => Err(FlowError::Config {
+            flow: flow.name(),
+            key: format!("{}.consumer.auto.offset.reset", flow.source),
+            reason: format!("is `{other}`; strait knows `earliest` (the default) and `latest`"),
+        }),
+    }
 }

@@ -1,7 +1,7 @@
 //! Topic discovery: which source topics a flow replicates, their remote names, creating and
 //! growing them on the target, and handing new partitions to the fetcher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,9 +10,10 @@ use rdkafka::Offset;
 
 use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec};
 use crate::config::{FlowConfig, TopicFilter};
-use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated};
+use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated, TopicDeleted};
 use crate::offsets::store::Positions;
-use crate::pipeline::{NewPartition, Periodic, Slot, Slots};
+use crate::offsets::SlotId;
+use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy};
 
 /// Why a discovery round failed.
@@ -41,10 +42,18 @@ pub struct Discovery {
     target: ClusterAdmin,
     slots: Slots,
     positions: Positions,
-    /// Source topic → partitions already handed to the fetcher.
-    assigned: HashMap<String, i32>,
-    fetcher: Sender<Vec<NewPartition>>,
+    /// Source topic → its slots already handed to the fetcher, by partition.
+    assigned: HashMap<String, Vec<SlotId>>,
+    /// Topics missing from one round's metadata: gone for good if the next round agrees.
+    missing: HashSet<String>,
+    /// `<source>.consumer.auto.offset.reset = latest`: partitions with no stored position start
+    /// at their end.
+    from_latest: bool,
+    fetcher: Sender<AssignmentChange>,
 }
+
+/// How long reading a partition's end may take.
+const WATERMARK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Discovery {
     /// Sets up discovery for `flow`; `positions` are where stored partitions resume.
@@ -55,7 +64,7 @@ impl Discovery {
         target: ClusterAdmin,
         slots: Slots,
         positions: Positions,
-        fetcher: Sender<Vec<NewPartition>>,
+        fetcher: Sender<AssignmentChange>,
     ) -> Self {
         Self {
             flow: flow.name(),
@@ -69,8 +78,17 @@ impl Discovery {
             slots,
             positions,
             assigned: HashMap::new(),
+            missing: HashSet::new(),
+            from_latest: false,
             fetcher,
         }
+    }
+
+    /// Starts partitions with no stored position at their end instead of their beginning
+    /// (`<source>.consumer.auto.offset.reset = latest`).
+    pub fn from_latest(mut self, latest: bool) -> Self {
+        self.from_latest = latest;
+        self
     }
 
     /// MM2's `shouldReplicateTopic`: listed, not internal, and not already from the target.
@@ -83,50 +101,108 @@ impl Discovery {
     /// One round: returns how many partitions were newly handed to the fetcher.
     pub fn discover(&mut self) -> Result<usize, DiscoveryError> {
         let source_topics = self.source.partition_counts()?;
+        let removed = self.removed_topics(&source_topics);
         let mut wanted: Vec<(&String, i32)> = Vec::new();
         for (t, n) in &source_topics {
-            if self.assigned.get(t).is_none_or(|have| have < n) && self.should_replicate(t)? {
+            if self.assigned.get(t).is_none_or(|have| (have.len() as i32) < *n) && self.should_replicate(t)? {
                 wanted.push((t, *n));
             }
         }
-        if wanted.is_empty() {
-            return Ok(0);
-        }
-        wanted.sort();
-        let target_topics = self.target.partition_counts()?;
-        let mut new = Vec::new();
-        for (topic, partitions) in wanted {
-            let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
-            let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs: Vec::new() };
-            match self.target.ensure_topic(&spec, target_topics.get(&remote).copied())? {
-                Ensured::Created => TopicCreated { flow: &self.flow, topic: &remote, partitions }.emit(),
-                Ensured::Grown { from } => PartitionsAdded { flow: &self.flow, topic: &remote, from, to: partitions }.emit(),
-                Ensured::Unchanged => {}
+        let mut change = AssignmentChange { added: Vec::new(), removed };
+        let mut failure = None;
+        if !wanted.is_empty() {
+            wanted.sort();
+            match self.target.partition_counts() {
+                Ok(target_topics) => {
+                    for (topic, partitions) in wanted {
+                        // What was prepared before a failure still goes to the fetcher.
+                        if let Err(e) = self.prepare(topic, partitions, &target_topics, &mut change.added) {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                }
+                Err(e) => failure = Some(e.into()),
             }
-            let first_new = self.assigned.get(topic).copied().unwrap_or(0);
-            let source_topic: Arc<str> = Arc::from(topic.as_str());
-            let remote_topic: Arc<str> = Arc::from(remote.as_str());
-            for partition in first_new..partitions {
-                let stored = self.positions.get(&(topic.clone(), partition)).copied();
-                let slot = self.slots.add(Slot {
-                    source_topic: source_topic.clone(),
-                    partition,
-                    remote_topic: remote_topic.clone(),
-                    metrics: PartitionMetrics::new(&self.flow, &remote, partition),
-                    resume_run: stored.and_then(|s| s.open),
-                });
-                let start = match stored {
-                    Some(s) => Offset::Offset(s.next),
-                    None => Offset::Beginning,
-                };
-                new.push(NewPartition { slot, topic: topic.clone(), partition, start });
-            }
-            self.assigned.insert(topic.clone(), partitions);
         }
-        let count = new.len();
-        // The fetcher only goes away when the flow stops, and then nothing is left to assign.
-        let _ = self.fetcher.send(new);
-        Ok(count)
+        let count = change.added.len();
+        if count > 0 || !change.removed.is_empty() {
+            // The fetcher only goes away when the flow stops, and then nothing is left to assign.
+            let _ = self.fetcher.send(change);
+        }
+        failure.map_or(Ok(count), Err)
+    }
+
+    /// Topics replicated so far that two rounds in a row did not find on the source: deleted.
+    /// Their remote topics stay (as in MM2); their positions are forgotten, so a topic created
+    /// again under the same name is replicated from its start.
+    fn removed_topics(&mut self, source_topics: &HashMap<String, i32>) -> Vec<(SlotId, String, i32)> {
+        let gone: Vec<String> = self.assigned.keys().filter(|t| !source_topics.contains_key(*t)).cloned().collect();
+        let mut removed = Vec::new();
+        let mut still_missing = HashSet::new();
+        for topic in gone {
+            if !self.missing.contains(&topic) {
+                still_missing.insert(topic);
+                continue;
+            }
+            let slots = self.assigned.remove(&topic).unwrap_or_default();
+            for (partition, slot) in slots.into_iter().enumerate() {
+                self.slots.retire(slot);
+                self.positions.remove(&(topic.clone(), partition as i32));
+                removed.push((slot, topic.clone(), partition as i32));
+            }
+            TopicDeleted { flow: &self.flow, topic: &topic }.emit();
+        }
+        self.missing = still_missing;
+        removed
+    }
+
+    /// Creates or grows the remote topic of `topic` and adds slots for its new partitions.
+    fn prepare(&mut self, topic: &str, partitions: i32, target_topics: &HashMap<String, i32>, new: &mut Vec<NewPartition>) -> Result<(), DiscoveryError> {
+        let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
+        let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs: Vec::new() };
+        let first_new = self.assigned.get(topic).map_or(0, |s| s.len() as i32);
+        // Ends are read before anything changes, so a failure here leaves the round to retry whole.
+        let mut starts = Vec::new();
+        for partition in first_new..partitions {
+            let stored = self.positions.get(&(topic.to_string(), partition)).copied();
+            let start = match (stored, self.from_latest) {
+                (Some(s), _) => (Offset::Offset(s.next), None, s.open),
+                (None, true) => {
+                    let (_, end) = self.source.client().fetch_watermarks(topic, partition, WATERMARK_TIMEOUT).map_err(|e| ClusterError::Client {
+                        alias: self.source_alias.clone(),
+                        what: format!("reading the end of {topic}-{partition}"),
+                        reason: e.to_string(),
+                    })?;
+                    (Offset::Offset(end), Some(end), None)
+                }
+                (None, false) => (Offset::Beginning, None, None),
+            };
+            starts.push((partition, start));
+        }
+        match self.target.ensure_topic(&spec, target_topics.get(&remote).copied())? {
+            Ensured::Created => TopicCreated { flow: &self.flow, topic: &remote, partitions }.emit(),
+            Ensured::Grown { from } => PartitionsAdded { flow: &self.flow, topic: &remote, from, to: partitions }.emit(),
+            Ensured::Unchanged => {}
+        }
+        let source_topic: Arc<str> = Arc::from(topic);
+        let remote_topic: Arc<str> = Arc::from(remote.as_str());
+        let assigned = self.assigned.entry(topic.to_string()).or_default();
+        for (partition, (start, start_at, resume_run)) in starts {
+            let slot = self.slots.add(Slot {
+                source_topic: source_topic.clone(),
+                partition,
+                remote_topic: remote_topic.clone(),
+                metrics: PartitionMetrics::new(&self.flow, &remote, partition),
+                resume_run,
+                start_at,
+                retired: false,
+            });
+            assigned.push(slot);
+            new.push(NewPartition { slot, topic: topic.to_string(), partition, start });
+        }
+        self.missing.remove(topic);
+        Ok(())
     }
 
     /// Discovery as periodic work, a round every `interval`.

@@ -29,6 +29,9 @@ struct Reload {
     flow: FlowConfig,
     modified: Option<SystemTime>,
     generation: u64,
+    /// A new instance being compiled on a thread of its own: compiling takes up to seconds,
+    /// and the stage thread serves other flows meanwhile.
+    loading: Option<crossbeam_channel::Receiver<Result<PolicyInstance, PolicyError>>>,
 }
 
 fn modified(path: &std::path::Path) -> Option<SystemTime> {
@@ -68,41 +71,71 @@ impl RecordHook {
                 flow: flow.clone(),
                 modified: modified(path),
                 generation: RELOAD_GENERATION.load(Ordering::Relaxed),
+                loading: None,
             });
         }
         self
     }
 
-    /// Swaps in a new instance if the file changed or a reload was requested. A file that does
-    /// not load keeps the running instance (the operator may be half-way through a copy).
-    fn maybe_reload(&mut self) {
-        let Some(r) = self.reload.as_mut() else { return };
-        // One stat per batch (about a microsecond) makes the swap land exactly at the next batch.
+    /// Whether the hook can take a batch: `false` while a new component compiles on its own
+    /// thread after the file changed or a reload was requested, so the next batch meets the
+    /// new policy without the stage thread waiting for the compiler. A file that does not load
+    /// keeps the running instance (the operator may be half-way through a copy).
+    fn reload_ready(&mut self) -> bool {
+        let Some(r) = self.reload.as_mut() else { return true };
+        let flow_name = r.flow.name();
+        let plugin = r.path.display().to_string();
+        if let Some(loading) = &r.loading {
+            let loaded = match loading.try_recv() {
+                Ok(loaded) => loaded,
+                Err(crossbeam_channel::TryRecvError::Empty) => return false,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    Err(PolicyError::Incompatible { plugin: plugin.clone(), reason: "loading it panicked".into() })
+                }
+            };
+            r.loading = None;
+            match loaded {
+                Ok(instance) => {
+                    self.instance = instance;
+                    PolicyReloaded { flow: &flow_name, plugin: &plugin }.emit();
+                }
+                Err(e) => PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &e.to_string() }.emit(),
+            }
+            return true;
+        }
+        // One stat per batch (about a microsecond) makes the swap land at the first batch after
+        // the new instance is ready.
         let generation = RELOAD_GENERATION.load(Ordering::Relaxed);
         let now_modified = modified(&r.path);
         if generation == r.generation && now_modified == r.modified {
-            return;
+            return true;
         }
         r.generation = generation;
         r.modified = now_modified;
-        let flow_name = r.flow.name();
-        let plugin = r.path.display().to_string();
-        let loaded = PolicyEngine::shared()
-            .and_then(|engine| engine.load_file(&r.path))
-            .and_then(|component| component.instantiate(&r.flow))
-            .and_then(|instance| {
-                if instance.hooks().records {
-                    Ok(instance)
-                } else {
-                    Err(PolicyError::Incompatible { plugin: plugin.clone(), reason: "the new component has no record hook".into() })
-                }
-            });
-        match loaded {
-            Ok(instance) => {
-                self.instance = instance;
-                PolicyReloaded { flow: &flow_name, plugin: &plugin }.emit();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (path, flow) = (r.path.clone(), r.flow.clone());
+        let spawned = std::thread::Builder::new().name("policy reload".into()).spawn(move || {
+            let loaded = PolicyEngine::shared()
+                .and_then(|engine| engine.load_file(&path))
+                .and_then(|component| component.instantiate(&flow))
+                .and_then(|instance| {
+                    if instance.hooks().records {
+                        Ok(instance)
+                    } else {
+                        Err(PolicyError::Incompatible { plugin: path.display().to_string(), reason: "the new component has no record hook".into() })
+                    }
+                });
+            let _ = tx.send(loaded);
+        });
+        match spawned {
+            Ok(_) => {
+                r.loading = Some(rx);
+                false
             }
-            Err(e) => PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &e.to_string() }.emit(),
+            Err(e) => {
+                PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &format!("no thread to compile it on: {e}") }.emit();
+                true
+            }
         }
     }
 
@@ -201,8 +234,11 @@ fn unpack_headers(mut bytes: &[u8]) -> Option<Vec<Header>> {
 }
 
 impl RecordFilter for RecordHook {
+    fn ready(&mut self) -> bool {
+        self.reload_ready()
+    }
+
     fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
-        self.maybe_reload();
         if batch.records.is_empty() {
             return Ok(());
         }

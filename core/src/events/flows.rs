@@ -1,0 +1,123 @@
+//! What happens to flows as units: their state, restarts, reloads and the shutdown.
+
+use metrics::{counter, gauge};
+use tracing::{error, info, warn};
+
+/// The states a flow can be in, for the `strait_flow_state` gauge.
+pub const FLOW_STATES: &[&str] = &["starting", "running", "restarting", "parked", "stopped"];
+
+/// A flow changed state: `starting`, `running`, `restarting` (waiting out its backoff after a
+/// transient failure), `parked` (a permanent failure, until its config or plugin changes) or
+/// `stopped`.
+pub struct FlowStateChanged<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// One of [`FLOW_STATES`].
+    pub state: &'static str,
+    /// Why, for a failure; what changed, otherwise.
+    pub reason: &'a str,
+}
+
+impl FlowStateChanged<'_> {
+    /// Logs the change and sets `strait_flow_up` and `strait_flow_state`.
+    pub fn emit(&self) {
+        match self.state {
+            "parked" => error!(flow = self.flow, state = self.state, reason = self.reason, "flow state"),
+            "restarting" => warn!(flow = self.flow, state = self.state, reason = self.reason, "flow state"),
+            _ => info!(flow = self.flow, state = self.state, reason = self.reason, "flow state"),
+        }
+        let up = if self.state == "running" { 1.0 } else { 0.0 };
+        gauge!("strait_flow_up", "flow" => self.flow.to_string()).set(up);
+        for state in FLOW_STATES {
+            let on = if *state == self.state { 1.0 } else { 0.0 };
+            gauge!("strait_flow_state", "flow" => self.flow.to_string(), "state" => *state).set(on);
+        }
+        if self.state == "restarting" {
+            counter!("strait_flow_restarts_total", "flow" => self.flow.to_string()).increment(1);
+        }
+    }
+}
+
+/// An assignment of source partitions failed and will be tried again.
+pub struct AssignRetried<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Partitions waiting.
+    pub partitions: usize,
+    /// Failed attempts in a row.
+    pub attempt: u32,
+    /// What the consumer said.
+    pub error: &'a str,
+}
+
+impl AssignRetried<'_> {
+    /// Logs and counts the attempt.
+    pub fn emit(&self) {
+        warn!(
+            flow = self.flow,
+            partitions = self.partitions,
+            attempt = self.attempt,
+            error = self.error,
+            "assigning source partitions failed; retrying"
+        );
+        counter!("strait_assign_retries_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
+/// The config file was read again and applied.
+pub struct ConfigReloaded<'a> {
+    /// The file.
+    pub path: &'a str,
+    /// Flows started, stopped and restarted.
+    pub added: usize,
+    /// Flows stopped.
+    pub removed: usize,
+    /// Flows restarted with new settings.
+    pub changed: usize,
+}
+
+impl ConfigReloaded<'_> {
+    /// Logs and counts the reload.
+    pub fn emit(&self) {
+        info!(
+            path = self.path,
+            added = self.added,
+            removed = self.removed,
+            changed = self.changed,
+            "config reloaded"
+        );
+        counter!("strait_config_reloads_total", "result" => "applied").increment(1);
+    }
+}
+
+/// A changed config file failed validation; the running flows are kept.
+pub struct ConfigReloadRefused<'a> {
+    /// The file.
+    pub path: &'a str,
+    /// Why.
+    pub reason: &'a str,
+}
+
+impl ConfigReloadRefused<'_> {
+    /// Logs and counts the refusal.
+    pub fn emit(&self) {
+        error!(path = self.path, reason = self.reason, "config reload refused; the running flows are kept");
+        counter!("strait_config_reloads_total", "result" => "refused").increment(1);
+    }
+}
+
+/// Shutdown ran out of time with flows still draining.
+pub struct ShutdownTimedOut<'a> {
+    /// The flows still draining.
+    pub flows: &'a str,
+}
+
+impl ShutdownTimedOut<'_> {
+    /// Logs the event.
+    pub fn emit(&self) {
+        warn!(
+            flows = self.flows,
+            "shutdown timeout reached; exiting with these flows still draining (their stored positions cover only what the target acknowledged)"
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! The supervisor: one loop that owns every flow's state and the shared threads.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use super::backoff::Backoff;
+use crate::config::{Config, FlowConfig};
+use crate::events::{ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut};
+use crate::pipeline::{build_flow, FlowControl, FlowEnded, FlowError, FlowParts, Pool, Shared};
+
+/// How often the supervisor looks at timers, files and signals when nothing else happens.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the config file and parked flows' plugin files are looked at for changes.
+const FILE_CHECK: Duration = Duration::from_secs(1);
+
+/// How `strait run` was asked to behave.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop every flow and exit with the error at the first failure of any flow.
+    pub fail_fast: bool,
+    /// The config file, re-read on SIGHUP and when it changes.
+    pub config_path: Option<PathBuf>,
+}
+
+/// The flags the signal handlers set.
+#[derive(Debug, Clone, Default)]
+pub struct Signals {
+    /// SIGTERM / SIGINT: stop every flow and return.
+    pub stop: Arc<AtomicBool>,
+    /// SIGHUP: read the config file again.
+    pub reload: Arc<AtomicBool>,
+}
+
+/// Why `run` returned an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Every flow is parked on a failure the operator must fix.
+    #[error("every flow is parked: {0}")]
+    AllParked(String),
+    /// A flow failed and `--fail-fast` was asked for.
+    #[error("{0} (--fail-fast)")]
+    FailFast(FlowError),
+    /// The shared threads could not start.
+    #[error(transparent)]
+    Start(FlowError),
+}
+
+#[derive(Debug)]
+enum State {
+    Starting,
+    Running {
+        since: Instant,
+    },
+    Stopping,
+    Waiting {
+        until: Instant,
+    },
+    Parked {
+        reason: String,
+        plugin: Option<(PathBuf, Option<SystemTime>)>,
+    },
+    Stopped,
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Running { .. } => "running",
+            State::Stopping | State::Stopped => "stopped",
+            State::Waiting { .. } => "restarting",
+            State::Parked { .. } => "parked",
+        }
+    }
+
+    fn active(&self) -> bool {
+        matches!(self, State::Starting | State::Running { .. } | State::Stopping)
+    }
+}
+
+/// What to do once a flow that was asked to stop has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Stay,
+    Restart,
+    Remove,
+}
+
+struct Flow {
+    config: FlowConfig,
+    fingerprint: u64,
+    generation: u64,
+    state: State,
+    control: Option<Arc<FlowControl>>,
+    backoff: Backoff,
+    then: Then,
+}
+
+struct Built {
+    flow: String,
+    generation: u64,
+    result: Result<FlowParts, FlowError>,
+}
+
+struct Supervisor {
+    config: Arc<Config>,
+    options: RunOptions,
+    shared: Arc<Shared>,
+    pool: Pool,
+    flows: BTreeMap<String, Flow>,
+    built: (Sender<Built>, Receiver<Built>),
+    ended: (Sender<FlowEnded>, Receiver<FlowEnded>),
+    fatal: Option<FlowError>,
+    config_modified: Option<SystemTime>,
+    last_file_check: Instant,
+}
+
+/// Runs every flow of `config` until `signals.stop` is set, supervising each on its own.
+pub fn run(config: Config, options: RunOptions, signals: &Signals) -> Result<(), RunError> {
+    let pool = Pool::start(config.stage_threads).map_err(RunError::Start)?;
+    let config_modified = options.config_path.as_deref().and_then(modified);
+    let mut s = Supervisor {
+        config: Arc::new(config),
+        options,
+        shared: Arc::new(Shared::default()),
+        pool,
+        flows: BTreeMap::new(),
+        built: crossbeam_channel::unbounded(),
+        ended: crossbeam_channel::unbounded(),
+        fatal: None,
+        config_modified,
+        last_file_check: Instant::now(),
+    };
+    let flows = s.config.flows.clone();
+    for flow in flows {
+        s.add(flow);
+    }
+    loop {
+        s.wait_for_news(TICK);
+        if signals.stop.load(Ordering::Relaxed) {
+            s.shutdown();
+            return Ok(());
+        }
+        if let Some(e) = s.fatal.take() {
+            s.shutdown();
+            return Err(RunError::FailFast(e));
+        }
+        if signals.reload.swap(false, Ordering::Relaxed) {
+            s.reload();
+        }
+        if s.last_file_check.elapsed() >= FILE_CHECK {
+            s.last_file_check = Instant::now();
+            s.check_files();
+        }
+        s.restart_due();
+        if !s.flows.is_empty() && s.flows.values().all(|f| matches!(f.state, State::Parked { .. })) {
+            let reasons: Vec<String> = s
+                .flows
+                .values()
+                .filter_map(|f| match &f.state {
+                    State::Parked { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                })
+                .collect();
+            return Err(RunError::AllParked(reasons.join("; ")));
+        }
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+impl Supervisor {
+    /// Handles what arrived within `wait`: finished builds and flows whose tasks all ended.
+    fn wait_for_news(&mut self, wait: Duration) {
+        let (built, ended) = (self.built.1.clone(), self.ended.1.clone());
+        select! {
+            recv(built) -> b => if let Ok(b) = b { self.on_built(b) },
+            recv(ended) -> e => if let Ok(e) = e { self.on_ended(e) },
+            default(wait) => {}
+        }
+    }
+
+    fn set_state(&mut self, name: &str, state: State, reason: &str) {
+        let Some(f) = self.flows.get_mut(name) else { return };
+        f.state = state;
+        FlowStateChanged {
+            flow: name,
+            state: f.state.name(),
+            reason,
+        }
+        .emit();
+    }
+
+    fn add(&mut self, config: FlowConfig) {
+        let name = config.name();
+        let fingerprint = config.fingerprint(&self.config);
+        self.flows.insert(
+            name.clone(),
+            Flow {
+                config,
+                fingerprint,
+                generation: 0,
+                state: State::Stopped,
+                control: None,
+                backoff: Backoff::default(),
+                then: Then::Stay,
+            },
+        );
+        self.start(&name);
+    }
+
+    /// Builds the flow on a thread of its own: connecting may wait for an unreachable cluster,
+    /// and the other flows must not wait with it.
+    fn start(&mut self, name: &str) {
+        let Some(f) = self.flows.get_mut(name) else { return };
+        f.generation += 1;
+        f.then = Then::Stay;
+        let control = FlowControl::new(name, f.generation, self.ended.0.clone());
+        f.control = Some(control.clone());
+        let (config, flow, shared, tx, generation) = (self.config.clone(), f.config.clone(), self.shared.clone(), self.built.0.clone(), f.generation);
+        self.set_state(name, State::Starting, "");
+        let flow_name = name.to_string();
+        let spawned = thread::Builder::new().name(format!("start {name}")).spawn(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &shared, &control))).unwrap_or_else(|_| {
+                Err(FlowError::Thread {
+                    flow: flow.name(),
+                    stage: "set-up",
+                    what: "panicked".into(),
+                })
+            });
+            let _ = tx.send(Built {
+                flow: flow_name,
+                generation,
+                result,
+            });
+        });
+        if let Err(e) = spawned {
+            let error = FlowError::Thread {
+                flow: name.to_string(),
+                stage: "set-up",
+                what: format!("could not start: {e}"),
+            };
+            self.failed(name, error, Duration::ZERO);
+        }
+    }
+
+    fn on_built(&mut self, b: Built) {
+        let Some(f) = self.flows.get_mut(&b.flow) else {
+            discard(b.result);
+            return;
+        };
+        if f.generation != b.generation {
+            discard(b.result);
+            return;
+        }
+        let Some(control) = f.control.clone() else {
+            discard(b.result);
+            return;
+        };
+        match b.result {
+            Ok(_) if control.stopping() => self.stopped(&b.flow),
+            Ok(parts) => {
+                self.pool.add(&control, parts.stages, parts.periodic, parts.checkpoints);
+                self.set_state(&b.flow, State::Running { since: Instant::now() }, "");
+            }
+            Err(e) if control.stopping() => {
+                tracing::debug!(flow = b.flow, error = %e, "a flow asked to stop failed to start");
+                self.stopped(&b.flow);
+            }
+            Err(e) => self.failed(&b.flow, e, Duration::ZERO),
+        }
+    }
+
+    fn on_ended(&mut self, e: FlowEnded) {
+        let Some(f) = self.flows.get_mut(&e.flow) else { return };
+        if f.generation != e.generation {
+            return;
+        }
+        f.control = None;
+        let ran = match f.state {
+            State::Running { since } => since.elapsed(),
+            _ => Duration::ZERO,
+        };
+        let asked = matches!(f.state, State::Stopping);
+        match e.error {
+            Some(error) if !asked => self.failed(&e.flow, error, ran),
+            _ => self.stopped(&e.flow),
+        }
+    }
+
+    /// The flow failed: restart it later, park it, or (fail-fast) stop everything.
+    fn failed(&mut self, name: &str, error: FlowError, ran: Duration) {
+        let Some(f) = self.flows.get_mut(name) else { return };
+        f.control = None;
+        let reason = error.to_string();
+        if self.options.fail_fast {
+            self.set_state(name, State::Stopped, &reason);
+            self.fatal.get_or_insert(error);
+        } else if error.is_transient() {
+            let pause = f.backoff.failed(ran);
+            let why = format!("{reason}; starting again in {} s", pause.as_secs_f32());
+            self.set_state(name, State::Waiting { until: Instant::now() + pause }, &why);
+        } else {
+            let plugin = f.config.policy_wasm.clone().map(|p| {
+                let m = modified(&p);
+                (p, m)
+            });
+            self.set_state(
+                name,
+                State::Parked {
+                    reason: reason.clone(),
+                    plugin,
+                },
+                &format!("{reason}; parked until its config or plugin changes"),
+            );
+        }
+    }
+
+    /// The flow stopped as asked: then stay stopped, start again with its new config, or go.
+    fn stopped(&mut self, name: &str) {
+        let Some(f) = self.flows.get_mut(name) else { return };
+        f.control = None;
+        match f.then {
+            Then::Restart => {
+                self.set_state(name, State::Stopped, "its config changed; starting it with the new one");
+                self.start(name);
+            }
+            Then::Remove => {
+                self.set_state(name, State::Stopped, "removed from the config");
+                self.flows.remove(name);
+            }
+            Then::Stay => self.set_state(name, State::Stopped, ""),
+        }
+    }
+
+    /// Asks a flow to stop by `deadline`; `then` says what follows.
+    fn stop(&mut self, name: &str, deadline: Instant, then: Then) {
+        let Some(f) = self.flows.get_mut(name) else { return };
+        f.then = then;
+        match (&f.state, f.control.clone()) {
+            (State::Starting | State::Running { .. } | State::Stopping, Some(control)) => {
+                control.stop(deadline);
+                if !matches!(f.state, State::Starting) {
+                    f.state = State::Stopping;
+                }
+            }
+            _ => self.stopped(name),
+        }
+    }
+
+    fn restart_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| matches!(f.state, State::Waiting { until } if until <= now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            self.start(&name);
+        }
+    }
+
+    /// Parked flows whose plugin file changed start again; a changed config file is reloaded.
+    fn check_files(&mut self) {
+        let changed: Vec<String> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| matches!(&f.state, State::Parked { plugin: Some((path, at)), .. } if modified(path) != *at))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in changed {
+            tracing::info!(flow = name, "the plugin of a parked flow changed; starting it again");
+            self.start(&name);
+        }
+        if let Some(path) = &self.options.config_path {
+            let now = modified(path);
+            if now.is_some() && now != self.config_modified {
+                self.reload();
+            }
+        }
+    }
+
+    /// Reads the config file again and applies the difference, flow by flow.
+    fn reload(&mut self) {
+        let Some(path) = self.options.config_path.clone() else { return };
+        self.config_modified = modified(&path);
+        let shown = path.display().to_string();
+        let new = match Config::from_file(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                ConfigReloadRefused {
+                    path: &shown,
+                    reason: &e.to_string(),
+                }
+                .emit();
+                return;
+            }
+        };
+        for warning in &new.warnings {
+            tracing::warn!("{shown}: {warning}");
+        }
+        if new.stage_threads != self.config.stage_threads || new.metrics_listen != self.config.metrics_listen {
+            tracing::warn!(
+                path = shown,
+                "`strait.stage.threads` and `strait.metrics.listen` take effect at the next start of the process"
+            );
+        }
+        let new = Arc::new(new);
+        let deadline = Instant::now() + new.shutdown_timeout;
+        let (mut added, mut removed, mut changed) = (0, 0, 0);
+        let gone: Vec<String> = self.flows.keys().filter(|n| !new.flows.iter().any(|f| &f.name() == *n)).cloned().collect();
+        let old_config = std::mem::replace(&mut self.config, new.clone());
+        for name in gone {
+            removed += 1;
+            self.stop(&name, deadline, Then::Remove);
+        }
+        for flow in &new.flows {
+            let name = flow.name();
+            let fingerprint = flow.fingerprint(&new);
+            match self.flows.get_mut(&name) {
+                None => {
+                    added += 1;
+                    self.add(flow.clone());
+                }
+                Some(f) if f.fingerprint != fingerprint || f.then == Then::Remove => {
+                    changed += 1;
+                    f.config = flow.clone();
+                    f.fingerprint = fingerprint;
+                    f.backoff = Backoff::default();
+                    if f.state.active() {
+                        self.stop(&name, deadline, Then::Restart);
+                    } else {
+                        self.start(&name);
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        drop(old_config);
+        ConfigReloaded {
+            path: &shown,
+            added,
+            removed,
+            changed,
+        }
+        .emit();
+    }
+
+    /// Stops every flow and waits for them until the shutdown timeout, then returns anyway.
+    fn shutdown(&mut self) {
+        let deadline = Instant::now() + self.config.shutdown_timeout;
+        let names: Vec<String> = self.flows.keys().cloned().collect();
+        for name in &names {
+            self.stop(name, deadline, Then::Stay);
+        }
+        while self.flows.values().any(|f| f.state.active()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let draining: Vec<&str> = self.flows.iter().filter(|(_, f)| f.state.active()).map(|(n, _)| n.as_str()).collect();
+                ShutdownTimedOut { flows: &draining.join(", ") }.emit();
+                return;
+            }
+            self.wait_for_news(left.min(TICK));
+        }
+    }
+}
+
+/// Drops a flow that was built too late to run, off the supervisor's thread: closing its
+/// clients may wait on a broker.
+fn discard(result: Result<FlowParts, FlowError>) {
+    if let Ok(parts) = result {
+        let _ = thread::Builder::new().name("reaper".into()).spawn(move || drop(parts));
+    }
+}
