@@ -22,17 +22,28 @@ fn write_config(text: &str) -> std::path::PathBuf {
 #[test]
 fn unreachable_bootstrap_servers_fail_within_bounded_time_naming_the_alias() {
     // Nothing listens on port 1 of loopback.
-    let path = write_config(
-        "clusters = us-east, nowhere\nus-east.bootstrap.servers = 127.0.0.1:1\nnowhere.bootstrap.servers = 127.0.0.1:2\nus-east->nowhere.enabled = true\n",
-    );
+    let config = "clusters = us-east, nowhere\nus-east.bootstrap.servers = 127.0.0.1:1\nnowhere.bootstrap.servers = 127.0.0.1:2\nus-east->nowhere.enabled = true\n";
+    let names_the_cluster = |line: &str| line.contains("`us-east`") && line.contains("127.0.0.1:1") && line.contains("us-east.bootstrap.servers");
+
+    // With --fail-fast the process exits at the first failure, the cause on its last line.
+    let path = write_config(config);
     let started = Instant::now();
     let port = free_port().to_string();
-    let out = strait(&["run", "--config", path.to_str().unwrap(), "--metrics-listen", &format!("127.0.0.1:{port}")]);
+    let out = strait(&["run", "--fail-fast", "--config", path.to_str().unwrap(), "--metrics-listen", &format!("127.0.0.1:{port}")]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(started.elapsed() < Duration::from_secs(40), "took {:?}", started.elapsed());
-    let last = stderr.lines().last().unwrap_or_default();
-    assert!(last.contains("`us-east`") && last.contains("127.0.0.1:1") && last.contains("us-east.bootstrap.servers"), "{stderr}");
+    assert!(names_the_cluster(stderr.lines().last().unwrap_or_default()), "{stderr}");
+
+    // Without it an unreachable cluster is a passing cause: the flow is retried with backoff and
+    // the process stays up, logging the same line each time.
+    let mut waiting = Strait::start(config);
+    let started = Instant::now();
+    let logged = wait_until(Duration::from_secs(40), || waiting.log_text().lines().any(|l| names_the_cluster(l) && l.contains("restarting")));
+    assert!(logged, "no `restarting` line naming the cluster within 40 s; log:\n{}", waiting.log_text());
+    assert!(started.elapsed() < Duration::from_secs(40));
+    assert!(waiting.wait_exit(Duration::from_millis(500)).is_none(), "exited on a passing cause; log:\n{}", waiting.log_text());
+    waiting.kill9();
 }
 
 #[test]

@@ -429,3 +429,322 @@ pub fn example(name: &str, topic: &str) -> String {
     }
     format!("{text}\nrefresh.topics.interval.seconds = 1\nreplication.factor = 1\n")
 }
+
+// ---------------------------------------------------------------------------------------------
+// Flow lifecycle, shutdown, assignment and reload tests (tests/flows.rs, shutdown.rs,
+// assignment.rs, reload.rs).
+
+impl Strait {
+    /// Starts `strait run` on `config` with `extra` arguments after the usual ones, e.g.
+    /// `--fail-fast`.
+    pub fn start_args(config: &str, extra: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join("strait-tests");
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let id = unique("strait");
+        let path = dir.join(format!("{id}.properties"));
+        std::fs::write(&path, config).expect("write config");
+        let metrics_port = free_port();
+        let log = dir.join(format!("{id}.log"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .args(extra)
+            .env("STRAIT_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("spawn strait");
+        Self { child, metrics_port, log, config: path }
+    }
+
+    /// Sends `kill -<sig>` (e.g. `HUP`, `TERM`) to the process.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{sig} {}", self.child.id());
+    }
+
+    /// The sum of the series of `name` whose labels include `labels`, or None if there is none.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        metric_value(&self.metrics(), name, labels)
+    }
+
+    /// Replaces the config file the way an operator's deploy does: a new file renamed over it.
+    pub fn rewrite_config(&self, text: &str) {
+        let staged = self.config.with_extension("staged");
+        std::fs::write(&staged, text).expect("write the new config");
+        std::fs::rename(&staged, &self.config).expect("rename the new config over the old one");
+    }
+
+    /// The `strait status` of this process's config, reading its metrics endpoint: (success, stdout, stderr).
+    pub fn status(&self) -> (bool, String, String) {
+        let config = self.config.to_str().expect("utf-8 path").to_string();
+        strait_cli(&["status", "--config", &config, "--metrics", &format!("127.0.0.1:{}", self.metrics_port)])
+    }
+
+    /// Whether the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The sum of the series of `name` in a Prometheus text page whose labels include every one of
+/// `labels` (other labels may be present), or None if no series matches.
+pub fn metric_value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else { continue };
+        let (series_labels, value) = if let Some(inner) = rest.strip_prefix('{') {
+            let Some(end) = inner.rfind('}') else { continue };
+            (parse_labels(&inner[..end]), &inner[end + 1..])
+        } else if rest.starts_with(' ') {
+            (Vec::new(), rest)
+        } else {
+            continue;
+        };
+        if !labels.iter().all(|(k, v)| series_labels.iter().any(|(sk, sv)| sk == k && sv == v)) {
+            continue;
+        }
+        if let Some(v) = value.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) {
+            found = Some(found.unwrap_or(0.0) + v);
+        }
+    }
+    found
+}
+
+/// `a="x",b="y"` as pairs, with Prometheus's escapes (`\"`, `\\`, `\n`) undone.
+fn parse_labels(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| *c == ',' || c.is_whitespace()) {
+            chars.next();
+        }
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() || chars.next() != Some('"') {
+            return out;
+        }
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(other) => value.push(other),
+                    None => break,
+                },
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        out.push((key.trim().to_string(), value));
+    }
+}
+
+/// The `flow state` log line saying `flow` went to `state`, if there is one.
+pub fn flow_state_line(log: &str, flow: &str, state: &str) -> Option<String> {
+    log.lines()
+        .filter(|l| l.contains("flow state"))
+        .filter(|l| l.contains(&format!("flow={flow}")) || l.contains(&format!("flow=\"{flow}\"")))
+        .find(|l| l.contains(&format!("state={state}")) || l.contains(&format!("state=\"{state}\"")))
+        .map(str::to_string)
+}
+
+/// Waits for a future on this thread (rdkafka's admin futures complete from its own thread).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Deletes `name` and waits until the cluster's metadata no longer lists it.
+pub fn delete_topic(bootstrap: &str, name: &str) {
+    use rdkafka::admin::{AdminClient, AdminOptions};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))).request_timeout(Some(Duration::from_secs(30)));
+    let results = block_on(admin.delete_topics(&[name], &opts)).unwrap_or_else(|e| panic!("delete {name}: {e}"));
+    for r in results {
+        if let Err((topic, code)) = r {
+            panic!("delete {topic}: {code}");
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(60), || (0..3).all(|_| !topic_names(bootstrap).contains(&name.to_string()))),
+        "{name} is still listed 60 s after its deletion"
+    );
+}
+
+/// A cluster of a test's own (`scripts/kafka.sh start --fresh NAME 1 PORT`), stopped when
+/// dropped, woken first if the test left it frozen.
+pub struct OwnCluster {
+    pub name: String,
+    pub bootstrap: String,
+}
+
+impl OwnCluster {
+    pub fn start(name: &str, port: u16) -> Self {
+        let bootstrap = kafka_sh(&["start", "--fresh", name, "1", &port.to_string()]);
+        Self { name: name.to_string(), bootstrap }
+    }
+
+    /// The pids of its broker processes.
+    pub fn pids(&self) -> Vec<String> {
+        let out = Command::new("bash").arg(repo_root().join("scripts/kafka.sh")).args(["pids", &self.name]).output().expect("kafka.sh");
+        assert!(out.status.success(), "kafka.sh pids {}: {}", self.name, String::from_utf8_lossy(&out.stderr));
+        let pids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+        assert!(!pids.is_empty(), "cluster {} has no running broker", self.name);
+        pids
+    }
+
+    /// SIGSTOP to every broker: connections stay open and nothing answers.
+    pub fn freeze(&self) {
+        let status = Command::new("kill").arg("-STOP").args(self.pids()).status().expect("kill");
+        assert!(status.success(), "kill -STOP {}", self.name);
+    }
+
+    /// SIGCONT to every broker.
+    pub fn thaw(&self) {
+        let status = Command::new("kill").arg("-CONT").args(self.pids()).status().expect("kill");
+        assert!(status.success(), "kill -CONT {}", self.name);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        // Not kafka_sh: a panic while a failed test unwinds would abort the test binary.
+        let _ = Command::new("bash").arg(repo_root().join("scripts/kafka.sh")).args(["stop", &self.name]).output();
+    }
+}
+
+/// `<seq>:<unix millis>:` padded to `bytes` with `v`, the value of record `seq`.
+pub fn seq_value(seq: u64, bytes: usize) -> String {
+    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let mut v = format!("{seq}:{millis}:");
+    if v.len() < bytes {
+        v.push_str(&"v".repeat(bytes - v.len()));
+    }
+    v
+}
+
+/// The sequence number of a value written by [`seq_value`].
+pub fn seq_of(value: Option<&[u8]>) -> Option<u64> {
+    std::str::from_utf8(value?).ok()?.split(':').next()?.parse().ok()
+}
+
+/// Of sequence numbers `0..total`: how many of `records` carry none of them (missing, with the
+/// first few), and how many are copies of one seen before (duplicates).
+pub struct SeqCheck {
+    pub missing: usize,
+    pub first_missing: Vec<u64>,
+    pub duplicates: usize,
+    pub foreign: usize,
+}
+
+pub fn check_seqs<'a>(records: impl IntoIterator<Item = &'a TestRecord>, total: u64) -> SeqCheck {
+    let mut seen = vec![0u32; total as usize];
+    let mut foreign = 0;
+    for r in records {
+        match seq_of(r.value.as_deref()) {
+            Some(s) if s < total => seen[s as usize] += 1,
+            _ => foreign += 1,
+        }
+    }
+    let missing: Vec<u64> = seen.iter().enumerate().filter(|(_, n)| **n == 0).map(|(s, _)| s as u64).collect();
+    let duplicates = seen.iter().map(|n| n.saturating_sub(1) as usize).sum();
+    SeqCheck { missing: missing.len(), first_missing: missing.into_iter().take(10).collect(), duplicates, foreign }
+}
+
+/// Waits until `topic` holds at least `at_least` records, then until its count stays put for
+/// 3 s (duplicates count too); returns the count, or None if `at_least` was not reached in
+/// `timeout`.
+pub fn settled_count(bootstrap: &str, topic: &str, at_least: i64, timeout: Duration) -> Option<i64> {
+    if !wait_until(timeout, || record_count(bootstrap, topic) >= at_least) {
+        return None;
+    }
+    let mut settled = record_count(bootstrap, topic);
+    loop {
+        std::thread::sleep(Duration::from_secs(3));
+        let now = record_count(bootstrap, topic);
+        if now == settled {
+            return Some(settled);
+        }
+        settled = now;
+    }
+}
+
+/// The values of `parts`, partition after partition, as strings.
+pub fn values_of(parts: &[Vec<TestRecord>]) -> Vec<String> {
+    parts.iter().flatten().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_string()).collect()
+}
+
+/// A producer thread writing `per_sec` records a second at a steady pace, values from
+/// [`seq_value`] with sequence numbers from 0, round-robin over `partitions`.
+pub struct SteadyProducer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl SteadyProducer {
+    pub fn start(bootstrap: &str, topic: &str, partitions: i32, per_sec: u64, value_bytes: usize) -> Self {
+        use std::sync::atomic::AtomicBool;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let handle = {
+            let (bootstrap, topic, stop, sent) = (bootstrap.to_string(), topic.to_string(), stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let p = producer(&bootstrap, &[]);
+                let started = Instant::now();
+                let mut seq = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let due = started.elapsed().as_millis() as u64 * per_sec / 1000;
+                    let batch: Vec<TestRecord> =
+                        (seq..due).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
+                    send_all(&p, &topic, &batch);
+                    seq = seq.max(due);
+                    sent.store(seq, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                p.flush(Duration::from_secs(60)).expect("the source acknowledged every record");
+                seq
+            })
+        };
+        Self { stop, sent, handle: Some(handle) }
+    }
+
+    /// Records handed to the producer so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Stops, waits until the source acknowledged everything, and returns how many records were sent.
+    pub fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().expect("joined once").join().expect("producer thread")
+    }
+}
+
+impl Drop for SteadyProducer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Tests of one binary that measure rates or gaps take this so they do not share two cores.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
