@@ -31,6 +31,11 @@ enum Command {
         /// restarting or parking it while the others go on.
         #[arg(long)]
         fail_fast: bool,
+        /// This process's static membership in every flow's group, unique per process (e.g.
+        /// the pod name); overrides `strait.group.instance.id`. A restart under the same id gets
+        /// its tasks back without moving anyone else's.
+        #[arg(long, value_name = "ID")]
+        instance_id: Option<String>,
     },
     /// Consumer-group offsets across clusters.
     Offsets {
@@ -106,7 +111,7 @@ fn main() {
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { config, metrics_listen, fail_fast } => run(&config, metrics_listen, fail_fast),
+        Command::Run { config, metrics_listen, fail_fast, instance_id } => run(&config, metrics_listen, fail_fast, instance_id),
         Command::Validate { config } => validate(&config),
         Command::Offsets { command: OffsetsCommand::Translate { group: g } } => operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to),
         Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
@@ -126,8 +131,11 @@ fn load(path: &std::path::Path) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bool) -> anyhow::Result<()> {
-    let config = load(path)?;
+fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bool, instance_id: Option<String>) -> anyhow::Result<()> {
+    let mut config = load(path)?;
+    if instance_id.is_some() {
+        config.group_instance_id = instance_id.clone();
+    }
     let listen = metrics_listen.unwrap_or(config.metrics_listen);
     strait_core::events::install_prometheus(listen)?;
     tracing::info!(metrics = %format!("http://{listen}/metrics"), flows = config.flows.len(), "strait started");
@@ -149,7 +157,7 @@ fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bo
             }
         })
         .context("starting the SIGHUP thread")?;
-    let options = RunOptions { fail_fast, config_path: Some(path.to_path_buf()) };
+    let options = RunOptions { fail_fast, config_path: Some(path.to_path_buf()), instance_id };
     strait_core::flows::run(config, options, &signals)?;
     tracing::info!("strait stopped; positions stored for what the targets acknowledged");
     Ok(())

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::producer::{BaseRecord, Producer};
 
 use crate::cluster::ControlProducer;
-use crate::events::FlowRetrying;
+use crate::events::{FlowRetrying, HeartbeatSent};
 use crate::offsets::mm2::Heartbeat;
 use crate::pipeline::{now_millis, Periodic};
 
@@ -48,8 +48,9 @@ impl Periodic for HeartbeatTicker {
         let e = &self.emitter;
         let beat = Heartbeat { source: e.source.clone(), target: e.target.clone(), timestamp: now_millis() };
         let (key, value) = (beat.encode_key(), beat.encode_value());
-        if let Err((err, _)) = e.producer.send(BaseRecord::to(&e.topic).key(&key[..]).payload(&value[..])) {
-            FlowRetrying { flow: &e.flow, what: &format!("heartbeat to {} not sent: {err}", e.topic) }.emit();
+        match e.producer.send(BaseRecord::to(&e.topic).key(&key[..]).payload(&value[..])) {
+            Ok(()) => HeartbeatSent { flow: &e.flow }.emit(),
+            Err((err, _)) => FlowRetrying { flow: &e.flow, what: &format!("heartbeat to {} not sent: {err}", e.topic) }.emit(),
         }
         // A tick delayed by other work is not made up for with a burst.
         self.next = (self.next + e.interval).max(Instant::now());

@@ -22,6 +22,7 @@ pub mod config;
 pub mod cluster;
 pub mod events;
 pub mod flows;
+pub mod group;
 pub mod heartbeats;
 pub mod offsets;
 pub mod operator;

@@ -51,6 +51,8 @@ const FLOW_KEYS: &[&str] = &[
     "sync.group.offsets.interval.seconds",
     "provenance.enabled",
     "conflicts.dead.letter.topic",
+    "tasks.max",
+    "strait.group.session.timeout.ms",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -115,7 +117,7 @@ fn is_known_mm2_key(key: &str) -> bool {
         || key.starts_with("group.filter.")
         || key.starts_with("dedicated.mode.")
         || key.starts_with("refresh.groups.")
-        || matches!(key, "tasks.max" | "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
+        || matches!(key, "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
 }
 
 struct Scopes {
@@ -161,7 +163,7 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         }
     }
     for (key, p) in &scopes.top {
-        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads", "strait.shutdown.timeout.ms"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
+        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads", "strait.shutdown.timeout.ms", "strait.group.instance.id"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
         if !supported {
             let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
             warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
@@ -218,7 +220,9 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         None => Duration::from_secs(30),
     };
 
-    Ok(Config { clusters, flows, metrics_listen, stage_threads, shutdown_timeout, warnings: warnings.into_values().collect() })
+    let group_instance_id = scopes.top.get("strait.group.instance.id").map(|p| p.value.trim().to_string()).filter(|v| !v.is_empty());
+
+    Ok(Config { clusters, flows, metrics_listen, stage_threads, shutdown_timeout, group_instance_id, warnings: warnings.into_values().collect() })
 }
 
 fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {
@@ -334,6 +338,8 @@ impl FlowScope<'_> {
                 None
             },
             heartbeats_replication_factor: self.parse_or("heartbeats.topic.replication.factor", -1)?,
+            tasks: self.parse_or("tasks.max", 12u32)?.max(1),
+            group_session_timeout: Duration::from_millis(self.parse_or("strait.group.session.timeout.ms", 10_000u64)?),
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,

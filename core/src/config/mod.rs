@@ -53,6 +53,10 @@ pub struct Config {
     /// the positions of what the target acknowledged within it, and the process exits at its end
     /// whatever the clusters do.
     pub shutdown_timeout: Duration,
+    /// `strait.group.instance.id`: this process's static membership in every flow's group
+    /// (unique per process, e.g. the pod name); a restart under the same id gets its tasks back
+    /// without a rebalance. `None`: dynamic membership.
+    pub group_instance_id: Option<String>,
     /// One line per key that strait read but does not act on, naming the key and its line.
     pub warnings: Vec<String>,
 }
@@ -119,6 +123,13 @@ pub struct FlowConfig {
     pub heartbeats: Option<Duration>,
     /// `heartbeats.topic.replication.factor` (default -1, the broker default).
     pub heartbeats_replication_factor: i32,
+    /// `tasks.max` (MM2's key): how many tasks the flow's work is split into among the processes
+    /// running it; task `t` replicates source partitions `p` with `p % tasks == t`. strait's
+    /// default is 12 (MM2's is 1).
+    pub tasks: u32,
+    /// `strait.group.session.timeout.ms`: how long the group waits for a silent process before
+    /// moving its tasks (default 10 s; the broker's minimum is 6 s by default).
+    pub group_session_timeout: Duration,
     /// Settings for the consumer on the source cluster.
     pub consumer: ClientSettings,
     /// Settings for the producer on the target cluster.

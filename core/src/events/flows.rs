@@ -121,3 +121,20 @@ impl ShutdownTimedOut<'_> {
         );
     }
 }
+
+/// The group gave this process a new set of a flow's tasks.
+pub struct TasksChanged<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The tasks owned from now on.
+    pub owned: &'a std::collections::BTreeSet<u32>,
+}
+
+impl TasksChanged<'_> {
+    /// Logs the set and sets `strait_tasks_owned`.
+    pub fn emit(&self) {
+        let list: Vec<String> = self.owned.iter().map(u32::to_string).collect();
+        info!(flow = self.flow, tasks = %list.join(","), "tasks owned");
+        gauge!("strait_tasks_owned", "flow" => self.flow.to_string()).set(self.owned.len() as f64);
+    }
+}

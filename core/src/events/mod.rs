@@ -12,7 +12,7 @@ mod partition;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use exporter::{install_prometheus, MetricsError};
-pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut};
+pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 
@@ -34,6 +34,20 @@ impl TopicCreated<'_> {
     pub fn emit(&self) {
         info!(flow = self.flow, topic = self.topic, partitions = self.partitions, "created remote topic");
         counter!("strait_topics_created_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
+/// A heartbeat was handed to the producer.
+pub struct HeartbeatSent<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+}
+
+impl HeartbeatSent<'_> {
+    /// Logs at trace level and counts.
+    pub fn emit(&self) {
+        tracing::trace!(flow = self.flow, "heartbeat sent");
+        counter!("strait_heartbeats_sent_total", "flow" => self.flow.to_string()).increment(1);
     }
 }
 

@@ -13,6 +13,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::backoff::Backoff;
 use crate::config::{Config, FlowConfig};
 use crate::events::{ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut};
+use crate::group::{GroupEvent, Membership, Tasks};
 use crate::pipeline::{build_flow, FlowControl, FlowEnded, FlowError, FlowParts, Pool, Shared};
 
 /// How often the supervisor looks at timers, files and signals when nothing else happens.
@@ -27,6 +28,8 @@ pub struct RunOptions {
     pub fail_fast: bool,
     /// The config file, re-read on SIGHUP and when it changes.
     pub config_path: Option<PathBuf>,
+    /// `--instance-id`, which a reloaded config must not lose.
+    pub instance_id: Option<String>,
 }
 
 /// The flags the signal handlers set.
@@ -101,6 +104,12 @@ struct Flow {
     control: Option<Arc<FlowControl>>,
     backoff: Backoff,
     then: Then,
+    /// The flow's membership in its group on the target.
+    membership: Option<Membership>,
+    /// The tasks this process runs; `None` until the group first says.
+    tasks: Option<Tasks>,
+    /// Revocations waiting for the flow to have stored its positions.
+    revoked: Vec<Sender<()>>,
 }
 
 struct Built {
@@ -117,7 +126,10 @@ struct Supervisor {
     flows: BTreeMap<String, Flow>,
     built: (Sender<Built>, Receiver<Built>),
     ended: (Sender<FlowEnded>, Receiver<FlowEnded>),
+    group: (Sender<GroupEvent>, Receiver<GroupEvent>),
     fatal: Option<FlowError>,
+    /// Memberships of removed or changed flows, until their threads end.
+    leaving: Vec<Membership>,
     config_modified: Option<SystemTime>,
     last_file_check: Instant,
 }
@@ -134,7 +146,9 @@ pub fn run(config: Config, options: RunOptions, signals: &Signals) -> Result<(),
         flows: BTreeMap::new(),
         built: crossbeam_channel::unbounded(),
         ended: crossbeam_channel::unbounded(),
+        group: crossbeam_channel::unbounded(),
         fatal: None,
+        leaving: Vec::new(),
         config_modified,
         last_file_check: Instant::now(),
     };
@@ -181,10 +195,11 @@ fn modified(path: &std::path::Path) -> Option<SystemTime> {
 impl Supervisor {
     /// Handles what arrived within `wait`: finished builds and flows whose tasks all ended.
     fn wait_for_news(&mut self, wait: Duration) {
-        let (built, ended) = (self.built.1.clone(), self.ended.1.clone());
+        let (built, ended, group) = (self.built.1.clone(), self.ended.1.clone(), self.group.1.clone());
         select! {
             recv(built) -> b => if let Ok(b) = b { self.on_built(b) },
             recv(ended) -> e => if let Ok(e) = e { self.on_ended(e) },
+            recv(group) -> g => if let Ok(g) = g { self.on_group(g) },
             default(wait) => {}
         }
     }
@@ -200,28 +215,94 @@ impl Supervisor {
         .emit();
     }
 
+    /// Joins the flow's group; the flow starts once the group says which tasks it runs.
     fn add(&mut self, config: FlowConfig) {
         let name = config.name();
         let fingerprint = config.fingerprint(&self.config);
-        self.flows.insert(
-            name.clone(),
-            Flow {
-                config,
-                fingerprint,
-                generation: 0,
-                state: State::Stopped,
-                control: None,
-                backoff: Backoff::default(),
-                then: Then::Stay,
-            },
-        );
-        self.start(&name);
+        let membership = Membership::start(&self.config, &config, self.group.0.clone(), self.config.shutdown_timeout);
+        let flow = Flow {
+            config,
+            fingerprint,
+            generation: 0,
+            state: State::Stopped,
+            control: None,
+            backoff: Backoff::default(),
+            then: Then::Stay,
+            membership: Some(membership),
+            tasks: None,
+            revoked: Vec::new(),
+        };
+        self.flows.insert(name.clone(), flow);
+        self.set_state(&name, State::Starting, "joining the flow's group");
+    }
+
+    /// What the flow's group said: the tasks it runs from now on, or tasks it must give up.
+    fn on_group(&mut self, event: GroupEvent) {
+        let (name, member, owned, done) = match event {
+            GroupEvent::Owned { flow, member, tasks } => (flow, member, tasks, None),
+            GroupEvent::Revoking { flow, member, kept, done } => (flow, member, kept, Some(done)),
+            GroupEvent::Failed { flow, member, error } => return self.group_failed(&flow, member, error),
+        };
+        let current = |f: &Flow| f.membership.as_ref().is_some_and(|m| m.id() == member);
+        let Some(f) = self.flows.get_mut(&name).filter(|f| current(f)) else {
+            if let Some(done) = done {
+                let _ = done.send(());
+            }
+            return;
+        };
+        let tasks = Tasks { count: f.config.tasks, owned };
+        let first = f.tasks.is_none();
+        if f.tasks.as_ref() == Some(&tasks) && done.is_none() {
+            return;
+        }
+        f.tasks = Some(tasks);
+        let active = f.control.is_some() && f.state.active();
+        let deadline = Instant::now() + self.config.shutdown_timeout;
+        match done {
+            // The flow stops, storing what the target acknowledged; the tasks go on after that.
+            Some(done) if active => {
+                f.revoked.push(done);
+                self.stop(&name, deadline, Then::Restart);
+            }
+            Some(done) => {
+                let _ = done.send(());
+                if first {
+                    self.start(&name);
+                }
+            }
+            None if active => self.stop(&name, deadline, Then::Restart),
+            None => {
+                if first || matches!(f.state, State::Stopped) {
+                    self.start(&name);
+                }
+            }
+        }
+    }
+
+    /// The flow's membership could not join its group; it tries again by itself, so the flow
+    /// only shows why (or, with `--fail-fast`, everything stops).
+    fn group_failed(&mut self, name: &str, member: u64, error: crate::cluster::ClusterError) {
+        let Some(f) = self.flows.get(name) else { return };
+        if f.membership.as_ref().is_none_or(|m| m.id() != member) {
+            return;
+        }
+        let error = FlowError::Cluster(error);
+        if self.options.fail_fast {
+            let reason = error.to_string();
+            self.set_state(name, State::Stopped, &reason);
+            self.fatal.get_or_insert(error);
+            return;
+        }
+        // While no task is known the flow cannot run; `start` waits for the group.
+        let why = format!("{error}; joining the flow's group again");
+        self.set_state(name, State::Waiting { until: Instant::now() }, &why);
     }
 
     /// Builds the flow on a thread of its own: connecting may wait for an unreachable cluster,
     /// and the other flows must not wait with it.
     fn start(&mut self, name: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
+        let Some(tasks) = f.tasks.clone() else { return };
         f.generation += 1;
         f.then = Then::Stay;
         let control = FlowControl::new(name, f.generation, self.ended.0.clone());
@@ -230,7 +311,7 @@ impl Supervisor {
         self.set_state(name, State::Starting, "");
         let flow_name = name.to_string();
         let spawned = thread::Builder::new().name(format!("start {name}")).spawn(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &shared, &control))).unwrap_or_else(|_| {
+            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &tasks, &shared, &control))).unwrap_or_else(|_| {
                 Err(FlowError::Thread {
                     flow: flow.name(),
                     stage: "set-up",
@@ -301,6 +382,9 @@ impl Supervisor {
     fn failed(&mut self, name: &str, error: FlowError, ran: Duration) {
         let Some(f) = self.flows.get_mut(name) else { return };
         f.control = None;
+        for done in f.revoked.drain(..) {
+            let _ = done.send(());
+        }
         let reason = error.to_string();
         if self.options.fail_fast {
             self.set_state(name, State::Stopped, &reason);
@@ -329,6 +413,10 @@ impl Supervisor {
     fn stopped(&mut self, name: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
         f.control = None;
+        // Its positions are stored: the group may hand the revoked tasks on.
+        for done in f.revoked.drain(..) {
+            let _ = done.send(());
+        }
         match f.then {
             Then::Restart => {
                 self.set_state(name, State::Stopped, "its config changed; starting it with the new one");
@@ -336,7 +424,10 @@ impl Supervisor {
             }
             Then::Remove => {
                 self.set_state(name, State::Stopped, "removed from the config");
-                self.flows.remove(name);
+                if let Some(membership) = self.flows.remove(name).and_then(|f| f.membership) {
+                    membership.leave();
+                    self.leaving.push(membership);
+                }
             }
             Then::Stay => self.set_state(name, State::Stopped, ""),
         }
@@ -358,6 +449,7 @@ impl Supervisor {
     }
 
     fn restart_due(&mut self) {
+        self.leaving.retain(|m| !m.gone());
         let now = Instant::now();
         let due: Vec<String> = self
             .flows
@@ -396,7 +488,12 @@ impl Supervisor {
         self.config_modified = modified(&path);
         let shown = path.display().to_string();
         let new = match Config::from_file(&path) {
-            Ok(c) => c,
+            Ok(mut c) => {
+                if self.options.instance_id.is_some() {
+                    c.group_instance_id = self.options.instance_id.clone();
+                }
+                c
+            }
             Err(e) => {
                 ConfigReloadRefused {
                     path: &shown,
@@ -437,6 +534,13 @@ impl Supervisor {
                     f.config = flow.clone();
                     f.fingerprint = fingerprint;
                     f.backoff = Backoff::default();
+                    // Other settings are another replicator: leave the old group, join the one
+                    // of the new settings, and start once it says which tasks are ours.
+                    if let Some(old) = f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout)) {
+                        old.leave();
+                        self.leaving.push(old);
+                    }
+                    f.tasks = None;
                     if f.state.active() {
                         self.stop(&name, deadline, Then::Restart);
                     } else {
@@ -472,8 +576,22 @@ impl Supervisor {
             }
             self.wait_for_news(left.min(TICK));
         }
+        // Leaving the groups hands this process's tasks on at once, not after the session
+        // timeout; a static member keeps them until it comes back or the timeout ends.
+        for f in self.flows.values() {
+            if let Some(m) = &f.membership {
+                m.leave();
+            }
+        }
+        let leave_by = deadline.min(Instant::now() + LEAVE_WAIT);
+        while Instant::now() < leave_by && !self.flows.values().filter_map(|f| f.membership.as_ref()).all(Membership::gone) {
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 }
+
+/// How long a stopping process waits for its group memberships to leave.
+const LEAVE_WAIT: Duration = Duration::from_secs(3);
 
 /// Drops a flow that was built too late to run, off the supervisor's thread: closing its
 /// clients may wait on a broker.

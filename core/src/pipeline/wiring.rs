@@ -17,7 +17,8 @@ use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
 use crate::cluster::TopicSpec;
 use crate::config::{Config, FlowConfig, SyncLocation};
-use crate::events::PositionsLoaded;
+use crate::group::Tasks;
+use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::offsets::mm2::Checkpoint;
@@ -74,8 +75,9 @@ pub struct FlowParts {
     pub checkpoints: Vec<Box<dyn Periodic>>,
 }
 
-/// Connects one flow, loads its positions and policy, and prepares its stages.
-pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, control: &Arc<FlowControl>) -> Result<FlowParts, FlowError> {
+/// Connects one flow, loads its positions and policy, and prepares its stages for the partitions
+/// of `tasks`; the owner of task 0 also does the flow's heartbeats and checkpoints.
+pub fn build_flow(config: &Config, flow: &FlowConfig, tasks: &Tasks, shared: &Shared, control: &Arc<FlowControl>) -> Result<FlowParts, FlowError> {
     let producers = &shared.producers;
     let name = flow.name();
     let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
@@ -147,6 +149,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, control: 
     };
 
     let heartbeats = match flow.heartbeats {
+        _ if !tasks.leads() => None,
         None => None,
         Some(interval) => {
             let topic = naming.heartbeats_topic()?;
@@ -164,6 +167,7 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, control: 
     };
 
     let checkpoints = match &flow.checkpoints {
+        _ if !tasks.leads() => None,
         None => None,
         Some(cfg) => {
             let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
@@ -198,9 +202,11 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, shared: &Shared, control: 
 
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
     let from_latest = start_from_latest(flow)?;
-    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx).from_latest(from_latest);
+    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx).from_latest(from_latest).tasks(tasks.clone());
     discovery.discover()?;
 
+    // A start that owns no partition must not show the last start's count.
+    AssignmentChanged { flow: &name, added: 0, total: 0 }.emit();
     let (fetched_tx, fetched_rx) = crossbeam_channel::bounded(flow.channel_capacity);
     let (filtered_tx, filtered_rx) = crossbeam_channel::bounded(flow.channel_capacity);
     let (transformed_tx, transformed_rx) = crossbeam_channel::bounded(flow.channel_capacity);

@@ -12,6 +12,7 @@ use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec}
 use crate::config::{FlowConfig, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated, TopicDeleted};
 use crate::offsets::store::Positions;
+use crate::group::Tasks;
 use crate::offsets::SlotId;
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy};
@@ -42,8 +43,11 @@ pub struct Discovery {
     target: ClusterAdmin,
     slots: Slots,
     positions: Positions,
-    /// Source topic → its slots already handed to the fetcher, by partition.
-    assigned: HashMap<String, Vec<SlotId>>,
+    /// Source topic → how many of its partitions were looked at, and the slots of those handed
+    /// to the fetcher (the partitions of this process's tasks).
+    assigned: HashMap<String, (i32, Vec<(i32, SlotId)>)>,
+    /// The tasks this process runs: only their partitions are read.
+    tasks: Tasks,
     /// Topics missing from one round's metadata: gone for good if the next round agrees.
     missing: HashSet<String>,
     /// `<source>.consumer.auto.offset.reset = latest`: partitions with no stored position start
@@ -79,6 +83,7 @@ impl Discovery {
             positions,
             assigned: HashMap::new(),
             missing: HashSet::new(),
+            tasks: Tasks::all(1),
             from_latest: false,
             fetcher,
         }
@@ -88,6 +93,12 @@ impl Discovery {
     /// (`<source>.consumer.auto.offset.reset = latest`).
     pub fn from_latest(mut self, latest: bool) -> Self {
         self.from_latest = latest;
+        self
+    }
+
+    /// Reads only the partitions of `tasks` (those this process owns in the flow's group).
+    pub fn tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
         self
     }
 
@@ -104,7 +115,7 @@ impl Discovery {
         let removed = self.removed_topics(&source_topics);
         let mut wanted: Vec<(&String, i32)> = Vec::new();
         for (t, n) in &source_topics {
-            if self.assigned.get(t).is_none_or(|have| (have.len() as i32) < *n) && self.should_replicate(t)? {
+            if self.assigned.get(t).is_none_or(|(seen, _)| seen < n) && self.should_replicate(t)? {
                 wanted.push((t, *n));
             }
         }
@@ -145,11 +156,11 @@ impl Discovery {
                 still_missing.insert(topic);
                 continue;
             }
-            let slots = self.assigned.remove(&topic).unwrap_or_default();
-            for (partition, slot) in slots.into_iter().enumerate() {
+            let (_, slots) = self.assigned.remove(&topic).unwrap_or_default();
+            for (partition, slot) in slots {
                 self.slots.retire(slot);
-                self.positions.remove(&(topic.clone(), partition as i32));
-                removed.push((slot, topic.clone(), partition as i32));
+                self.positions.remove(&(topic.clone(), partition));
+                removed.push((slot, topic.clone(), partition));
             }
             TopicDeleted { flow: &self.flow, topic: &topic }.emit();
         }
@@ -161,10 +172,10 @@ impl Discovery {
     fn prepare(&mut self, topic: &str, partitions: i32, target_topics: &HashMap<String, i32>, new: &mut Vec<NewPartition>) -> Result<(), DiscoveryError> {
         let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
         let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs: Vec::new() };
-        let first_new = self.assigned.get(topic).map_or(0, |s| s.len() as i32);
+        let first_new = self.assigned.get(topic).map_or(0, |(seen, _)| *seen);
         // Ends are read before anything changes, so a failure here leaves the round to retry whole.
         let mut starts = Vec::new();
-        for partition in first_new..partitions {
+        for partition in (first_new..partitions).filter(|p| self.tasks.owns_partition(*p)) {
             let stored = self.positions.get(&(topic.to_string(), partition)).copied();
             let start = match (stored, self.from_latest) {
                 (Some(s), _) => (Offset::Offset(s.next), None, s.open),
@@ -188,6 +199,7 @@ impl Discovery {
         let source_topic: Arc<str> = Arc::from(topic);
         let remote_topic: Arc<str> = Arc::from(remote.as_str());
         let assigned = self.assigned.entry(topic.to_string()).or_default();
+        assigned.0 = partitions;
         for (partition, (start, start_at, resume_run)) in starts {
             let slot = self.slots.add(Slot {
                 source_topic: source_topic.clone(),
@@ -198,7 +210,7 @@ impl Discovery {
                 start_at,
                 retired: false,
             });
-            assigned.push(slot);
+            assigned.1.push((partition, slot));
             new.push(NewPartition { slot, topic: topic.to_string(), partition, start });
         }
         self.missing.remove(topic);

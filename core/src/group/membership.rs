@@ -1,0 +1,291 @@
+//! A flow's membership in its group: a consumer on the target that never reads a record, only
+//! joins, stays and is told which tasks are its own.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::ClientContext;
+
+use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, TopicSpec, REACH_TIMEOUT};
+use crate::config::{Config, FlowConfig};
+use crate::events::{FlowRetrying, TasksChanged};
+
+/// How often the membership thread polls its consumer (which keeps it in the group).
+const POLL: Duration = Duration::from_millis(100);
+/// How long to wait before trying again to set up the membership.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// Which tasks of a flow this process runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Tasks {
+    /// `tasks.max`: how many tasks the flow has.
+    pub count: u32,
+    /// The tasks this process owns.
+    pub owned: BTreeSet<u32>,
+}
+
+impl Tasks {
+    /// Every task of a flow run by a single process (no group).
+    pub fn all(count: u32) -> Self {
+        Self {
+            count,
+            owned: (0..count.max(1)).collect(),
+        }
+    }
+
+    /// Whether source partition `partition` (of any topic) belongs to an owned task.
+    ///
+    /// ```
+    /// use strait_core::group::Tasks;
+    /// let t = Tasks { count: 4, owned: [1, 2].into() };
+    /// assert!(t.owns_partition(1) && t.owns_partition(6) && !t.owns_partition(4));
+    /// ```
+    pub fn owns_partition(&self, partition: i32) -> bool {
+        self.owned.contains(&(partition.rem_euclid(self.count.max(1) as i32) as u32))
+    }
+
+    /// Whether this process does the flow's once-only work (heartbeats, checkpoints, group
+    /// offset sync): the owner of task 0.
+    pub fn leads(&self) -> bool {
+        self.owned.contains(&0)
+    }
+}
+
+/// What the group told a flow's membership.
+#[derive(Debug)]
+pub enum GroupEvent {
+    /// The tasks this process now owns (after a rebalance).
+    Owned {
+        /// `source->target`.
+        flow: String,
+        /// Which membership of the flow says so (a reload that changes the flow joins anew).
+        member: u64,
+        /// The tasks owned from now on.
+        tasks: BTreeSet<u32>,
+    },
+    /// The coordinator takes these tasks away: the flow must stop sending for them and store
+    /// its positions, then send on `done`; only then are they handed to another member.
+    Revoking {
+        /// `source->target`.
+        flow: String,
+        /// Which membership of the flow says so.
+        member: u64,
+        /// The tasks kept.
+        kept: BTreeSet<u32>,
+        /// Told when the flow stored its positions.
+        done: Sender<()>,
+    },
+    /// Joining failed (the target unreachable, say); the membership tries again by itself.
+    Failed {
+        /// `source->target`.
+        flow: String,
+        /// Which membership of the flow says so.
+        member: u64,
+        /// Why.
+        error: ClusterError,
+    },
+}
+
+/// A running membership; dropping it leaves the group (a static member does not leave: its
+/// tasks wait for it for the session timeout, which keeps a rolling restart from moving them).
+pub struct Membership {
+    id: u64,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// Numbers memberships, so events of one a reload replaced are told apart.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Membership {
+    /// Joins the group of `flow` in a thread of its own, reporting to `events`. `revoke_wait`
+    /// bounds how long a revocation waits for the flow to store its positions.
+    pub fn start(config: &Config, flow: &FlowConfig, events: Sender<GroupEvent>, revoke_wait: Duration) -> Self {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (config, flow, stop_flag) = (config.clone(), flow.clone(), stop.clone());
+        let handle = thread::Builder::new()
+            .name(format!("group {}", flow.name()))
+            .spawn(move || {
+                while !stop_flag.load(Ordering::Relaxed) {
+                    if let Err(error) = member(&config, &flow, id, &events, revoke_wait, &stop_flag) {
+                        let _ = events.send(GroupEvent::Failed {
+                            flow: flow.name(),
+                            member: id,
+                            error,
+                        });
+                        thread::sleep(RETRY);
+                    }
+                }
+            })
+            .ok();
+        Self { id, stop, handle }
+    }
+
+    /// Which membership this is, as its events say.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Starts leaving the group (a static member only stops heartbeating); the thread ends once
+    /// the coordinator answered, see [`Membership::gone`].
+    pub fn leave(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the membership's thread has ended.
+    pub fn gone(&self) -> bool {
+        self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The group id of a flow on its target cluster: processes whose configs give the flow the
+/// same settings share it; a process with other settings for the flow (another topic list, say)
+/// is a replicator of its own.
+pub fn group_id(config: &Config, flow: &FlowConfig) -> String {
+    format!("strait.{}->{}.{:016x}", flow.source, flow.target, flow.fingerprint(config))
+}
+
+/// The topic whose partitions stand for the flow's tasks.
+pub fn tasks_topic(flow: &FlowConfig) -> String {
+    format!("strait-tasks.{}.{}.{}.internal", flow.source, flow.target, flow.tasks)
+}
+
+struct Context {
+    flow: String,
+    member: u64,
+    events: Sender<GroupEvent>,
+    revoke_wait: Duration,
+    /// Set when the process leaves: the revocation that leaving brings waits for nobody.
+    leaving: Arc<AtomicBool>,
+}
+
+impl ClientContext for Context {}
+
+impl ConsumerContext for Context {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(revoked) = rebalance else { return };
+        if self.leaving.load(Ordering::Relaxed) {
+            return;
+        }
+        let gone: BTreeSet<u32> = revoked.elements().iter().map(|e| e.partition() as u32).collect();
+        let kept: BTreeSet<u32> = owned(consumer).into_iter().filter(|t| !gone.contains(t)).collect();
+        let (done, stored) = crossbeam_channel::bounded(1);
+        if self
+            .events
+            .send(GroupEvent::Revoking {
+                flow: self.flow.clone(),
+                member: self.member,
+                kept,
+                done,
+            })
+            .is_ok()
+        {
+            // Handing the tasks on before the positions are stored would make the new owner
+            // re-send what this one already delivered; past the bound it is only that.
+            if stored.recv_timeout(self.revoke_wait).is_err() {
+                FlowRetrying {
+                    flow: &self.flow,
+                    what: "tasks handed on before the flow stored its positions; the new owner re-sends what it had not stored",
+                }
+                .emit();
+            }
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if matches!(rebalance, Rebalance::Error(_)) {
+            return;
+        }
+        let tasks = owned(consumer);
+        TasksChanged {
+            flow: &self.flow,
+            owned: &tasks,
+        }
+        .emit();
+        if !self.leaving.load(Ordering::Relaxed) {
+            let _ = self.events.send(GroupEvent::Owned {
+                flow: self.flow.clone(),
+                member: self.member,
+                tasks,
+            });
+        }
+    }
+}
+
+fn owned(consumer: &BaseConsumer<Context>) -> BTreeSet<u32> {
+    consumer
+        .assignment()
+        .map(|tpl| tpl.elements().iter().map(|e| e.partition() as u32).collect())
+        .unwrap_or_default()
+}
+
+/// One membership: prepares the tasks topic, joins, and polls until stopped.
+fn member(config: &Config, flow: &FlowConfig, id: u64, events: &Sender<GroupEvent>, revoke_wait: Duration, stop: &Arc<AtomicBool>) -> Result<(), ClusterError> {
+    let client_error = |what: &str, reason: String| ClusterError::Client {
+        alias: flow.target.to_string(),
+        what: what.to_string(),
+        reason,
+    };
+    let target = config
+        .cluster(&flow.target)
+        .ok_or_else(|| client_error("looking up the cluster", "not in `clusters`".into()))?;
+    let admin = ClusterAdmin::connect(target, &flow.target_admin)?;
+    check_reachable(admin.client(), target, REACH_TIMEOUT)?;
+    let topic = tasks_topic(flow);
+    admin.ensure_exists(&TopicSpec {
+        name: topic.clone(),
+        partitions: flow.tasks as i32,
+        replication_factor: flow.offset_storage_replication_factor,
+        configs: Vec::new(),
+    })?;
+    let session = flow.group_session_timeout.as_millis().to_string();
+    let group = group_id(config, flow);
+    let mut forced: Vec<(&str, &str)> = vec![
+        ("group.id", &group),
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("session.timeout.ms", &session),
+        ("enable.auto.commit", "false"),
+        ("enable.partition.eof", "false"),
+    ];
+    let instance = config.group_instance_id.as_ref().map(|id| format!("{id}.{}", flow.name()));
+    if let Some(id) = &instance {
+        forced.push(("group.instance.id", id));
+    }
+    let context = Context {
+        flow: flow.name(),
+        member: id,
+        events: events.clone(),
+        revoke_wait,
+        leaving: stop.clone(),
+    };
+    let consumer: BaseConsumer<Context> = create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
+    consumer
+        .subscribe(&[&topic])
+        .map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))?;
+    while !stop.load(Ordering::Relaxed) {
+        // The topic holds no record: polling only serves the group protocol and the callbacks.
+        if let Some(Err(e)) = consumer.poll(POLL) {
+            FlowRetrying {
+                flow: &flow.name(),
+                what: &format!("group membership: {e}"),
+            }
+            .emit();
+        }
+    }
+    if instance.is_none() {
+        consumer.unsubscribe();
+    }
+    Ok(())
+}
