@@ -1,0 +1,123 @@
+//! Load for the tests that count: records numbered in their values, a producer at a steady
+//! rate, and the check that every number arrived.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rdkafka::producer::Producer;
+
+use super::{producer, record_count, send_all, wait_until, TestRecord};
+
+/// `<seq>:<unix millis>:` padded to `bytes` with `v`, the value of record `seq`.
+pub fn seq_value(seq: u64, bytes: usize) -> String {
+    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let mut v = format!("{seq}:{millis}:");
+    if v.len() < bytes {
+        v.push_str(&"v".repeat(bytes - v.len()));
+    }
+    v
+}
+
+/// The sequence number of a value written by [`seq_value`].
+pub fn seq_of(value: Option<&[u8]>) -> Option<u64> {
+    std::str::from_utf8(value?).ok()?.split(':').next()?.parse().ok()
+}
+
+/// Of sequence numbers `0..total`: how many of `records` carry none of them (missing, with the
+/// first few), and how many are copies of one seen before (duplicates).
+pub struct SeqCheck {
+    pub missing: usize,
+    pub first_missing: Vec<u64>,
+    pub duplicates: usize,
+    pub foreign: usize,
+}
+
+pub fn check_seqs<'a>(records: impl IntoIterator<Item = &'a TestRecord>, total: u64) -> SeqCheck {
+    let mut seen = vec![0u32; total as usize];
+    let mut foreign = 0;
+    for r in records {
+        match seq_of(r.value.as_deref()) {
+            Some(s) if s < total => seen[s as usize] += 1,
+            _ => foreign += 1,
+        }
+    }
+    let missing: Vec<u64> = seen.iter().enumerate().filter(|(_, n)| **n == 0).map(|(s, _)| s as u64).collect();
+    let duplicates = seen.iter().map(|n| n.saturating_sub(1) as usize).sum();
+    SeqCheck { missing: missing.len(), first_missing: missing.into_iter().take(10).collect(), duplicates, foreign }
+}
+
+/// Waits until `topic` holds at least `at_least` records, then until its count stays put for
+/// 3 s (duplicates count too); returns the count, or None if `at_least` was not reached in
+/// `timeout`.
+pub fn settled_count(bootstrap: &str, topic: &str, at_least: i64, timeout: Duration) -> Option<i64> {
+    if !wait_until(timeout, || record_count(bootstrap, topic) >= at_least) {
+        return None;
+    }
+    let mut settled = record_count(bootstrap, topic);
+    loop {
+        std::thread::sleep(Duration::from_secs(3));
+        let now = record_count(bootstrap, topic);
+        if now == settled {
+            return Some(settled);
+        }
+        settled = now;
+    }
+}
+
+/// The values of `parts`, partition after partition, as strings.
+pub fn values_of(parts: &[Vec<TestRecord>]) -> Vec<String> {
+    parts.iter().flatten().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_string()).collect()
+}
+
+/// A producer thread writing `per_sec` records a second at a steady pace, values from
+/// [`seq_value`] with sequence numbers from 0, round-robin over `partitions`.
+pub struct SteadyProducer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl SteadyProducer {
+    pub fn start(bootstrap: &str, topic: &str, partitions: i32, per_sec: u64, value_bytes: usize) -> Self {
+        use std::sync::atomic::AtomicBool;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let handle = {
+            let (bootstrap, topic, stop, sent) = (bootstrap.to_string(), topic.to_string(), stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let p = producer(&bootstrap, &[]);
+                let started = Instant::now();
+                let mut seq = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let due = started.elapsed().as_millis() as u64 * per_sec / 1000;
+                    let batch: Vec<TestRecord> =
+                        (seq..due).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
+                    send_all(&p, &topic, &batch);
+                    seq = seq.max(due);
+                    sent.store(seq, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                p.flush(Duration::from_secs(60)).expect("the source acknowledged every record");
+                seq
+            })
+        };
+        Self { stop, sent, handle: Some(handle) }
+    }
+
+    /// Records handed to the producer so far.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Stops, waits until the source acknowledged everything, and returns how many records were sent.
+    pub fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().expect("joined once").join().expect("producer thread")
+    }
+}
+
+impl Drop for SteadyProducer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
