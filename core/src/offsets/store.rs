@@ -195,9 +195,13 @@ pub fn read_topic(
 }
 
 /// Follows partition 0 of a single-partition internal topic: each [`TopicTail::catch_up`] reads
-/// what was appended since the last one.
+/// what was appended since the last one, `read_committed`.
 pub struct TopicTail {
     consumer: BaseConsumer,
+    /// Finds the topic's end. A `read_committed` client would be told the last stable offset,
+    /// which stops short of every record written after a transaction still open (one a killed
+    /// process left, say): reading only to there would miss newer committed positions.
+    ends: BaseConsumer,
     topic: String,
     alias: String,
     assigned: bool,
@@ -214,17 +218,26 @@ impl TopicTail {
             &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
             rdkafka::consumer::DefaultConsumerContext,
         )?;
-        Ok(Self { consumer, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false })
+        let ends: BaseConsumer = create_client(
+            cluster,
+            settings,
+            "consumer",
+            &[],
+            &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_uncommitted")],
+            rdkafka::consumer::DefaultConsumerContext,
+        )?;
+        Ok(Self { consumer, ends, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false })
     }
 
-    /// Reads from where the last call stopped to the topic's current end.
+    /// Reads from where the last call stopped to the topic's current end; records of a
+    /// transaction still open there are waited for (until `timeout`), never skipped.
     pub fn catch_up(&mut self, timeout: Duration, mut on_record: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), ClusterError> {
         let topic = self.topic.as_str();
         let fail = |what: &str, reason: String| ClusterError::Client { alias: self.alias.clone(), what: format!("{what} {topic}"), reason };
         let deadline = Instant::now() + timeout;
         // A just-created topic may need a moment before its leader answers.
         let (low, high) = loop {
-            match self.consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
+            match self.ends.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
                 Ok(w) => break w,
                 Err(e) if Instant::now() > deadline => return Err(fail("finding the end of", e.to_string())),
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
