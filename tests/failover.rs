@@ -101,6 +101,42 @@ fn a_transactional_source_with_an_aborted_transaction() {
 }
 
 #[test]
+fn exactly_once_replication_translates_exactly_across_its_own_commit_markers() {
+    let s = stand();
+    let topic = unique("orders-eos");
+    create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let layout = [67, 67, 66];
+    let sent = layout_records(&layout);
+    let group = unique("orders-cg");
+    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}\nexactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 200")));
+    let remote = format!("us-east.{topic}");
+    // Four rounds, each a quarter of every partition, each committed on the target before the
+    // next is sent: strait's commit markers sit between them in every remote partition.
+    let mut readable = 0;
+    for round in 0..4 {
+        let mut chunk = Vec::new();
+        let mut start = 0;
+        for &n in &layout {
+            chunk.extend_from_slice(&sent[start + n * round / 4..start + n * (round + 1) / 4]);
+            start += n;
+        }
+        produce(&s.east, &topic, &chunk, &[]);
+        readable += chunk.len();
+        assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == readable), "round {round}; log:\n{}", strait.log_text());
+    }
+    assert!(record_count(&s.west, &remote) >= 200 + 3 * 4, "a commit marker per round and partition takes an offset each");
+
+    let east_read = consume_as_group(&s.east, &topic, &group, 120);
+    let committed = committed_offsets(&s.east, &group, &topic, 3);
+    // No gap upstream, a marker after every round downstream: the offsets differ.
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    assert!(synced.iter().zip(&committed).any(|(w, e)| w != e), "offsets should differ across the markers: {synced:?} {committed:?}");
+    let west_read = consume_to_lag_zero(&s.west, &remote, &group);
+    let o = Outcome::of(&sent, &east_read, &west_read, 3);
+    assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
+}
+
+#[test]
 fn a_compacted_source_topic() {
     let s = stand();
     let topic = unique("orders-compacted");

@@ -79,6 +79,11 @@ pub struct SteadyProducer {
 
 impl SteadyProducer {
     pub fn start(bootstrap: &str, topic: &str, partitions: i32, per_sec: u64, value_bytes: usize) -> Self {
+        Self::start_from(bootstrap, topic, partitions, per_sec, value_bytes, 0)
+    }
+
+    /// As [`SteadyProducer::start`], numbering records from `first` (after a preloaded backlog).
+    pub fn start_from(bootstrap: &str, topic: &str, partitions: i32, per_sec: u64, value_bytes: usize, first: u64) -> Self {
         use std::sync::atomic::AtomicBool;
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -87,9 +92,9 @@ impl SteadyProducer {
             std::thread::spawn(move || {
                 let p = producer(&bootstrap, &[]);
                 let started = Instant::now();
-                let mut seq = 0u64;
+                let mut seq = first;
                 while !stop.load(Ordering::Relaxed) {
-                    let due = started.elapsed().as_millis() as u64 * per_sec / 1000;
+                    let due = first + started.elapsed().as_millis() as u64 * per_sec / 1000;
                     let batch: Vec<TestRecord> =
                         (seq..due).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
                     send_all(&p, &topic, &batch);
@@ -104,12 +109,13 @@ impl SteadyProducer {
         Self { stop, sent, handle: Some(handle) }
     }
 
-    /// Records handed to the producer so far.
+    /// Records handed to the producer so far (the next sequence number).
     pub fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// Stops, waits until the source acknowledged everything, and returns how many records were sent.
+    /// Stops, waits until the source acknowledged everything, and returns the next sequence
+    /// number (how many records were sent, counting from 0).
     pub fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         self.handle.take().expect("joined once").join().expect("producer thread")
@@ -120,4 +126,95 @@ impl Drop for SteadyProducer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Produces records `from..to` (values from [`seq_value`], round-robin over `partitions`) in
+/// chunks, so a large backlog never sits in memory whole.
+pub fn preload(bootstrap: &str, topic: &str, partitions: i32, from: u64, to: u64, value_bytes: usize) {
+    let p = producer(bootstrap, &[]);
+    let mut at = from;
+    while at < to {
+        let end = (at + 50_000).min(to);
+        let chunk: Vec<TestRecord> = (at..end).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
+        send_all(&p, topic, &chunk);
+        at = end;
+    }
+    p.flush(Duration::from_secs(120)).expect("the source acknowledged the backlog");
+}
+
+/// The value of a sentinel record: written to every source partition after the load, it proves
+/// by arriving that everything before it in its partition has arrived too.
+pub const SENTINEL: &str = "sentinel";
+
+/// Writes one [`SENTINEL`] to each partition of `topic`.
+pub fn send_sentinels(bootstrap: &str, topic: &str, partitions: i32) {
+    let records: Vec<TestRecord> = (0..partitions).map(|p| TestRecord::kv(p, SENTINEL, SENTINEL)).collect();
+    super::produce(bootstrap, topic, &records, &[]);
+}
+
+/// Reads every partition of `topic` from the beginning, `read_committed`, until each has shown
+/// its [`SENTINEL`]; returns the records before the sentinels per partition, in log order, or
+/// `None` if a sentinel did not arrive within `timeout`.
+pub fn read_through_sentinels(bootstrap: &str, topic: &str, partitions: i32, timeout: Duration) -> Option<Vec<Vec<TestRecord>>> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::message::Message;
+    let deadline = Instant::now() + timeout;
+    let c = super::consumer(bootstrap);
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).expect("tpl");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = vec![Vec::new(); partitions as usize];
+    let mut done = vec![false; partitions as usize];
+    while done.iter().any(|d| !d) {
+        if Instant::now() > deadline {
+            return None;
+        }
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let p = m.partition() as usize;
+            if m.payload() == Some(SENTINEL.as_bytes()) {
+                done[p] = true;
+            } else if !done[p] {
+                out[p].push(TestRecord { partition: m.partition(), key: m.key().map(<[u8]>::to_vec), value: m.payload().map(<[u8]>::to_vec), headers: Vec::new(), timestamp: None });
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Every committed position record of source topic `topic` in the position topic on us-west,
+/// per partition, in log order (`None` for a tombstone).
+pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i32, Vec<Option<i64>>> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::message::Message;
+    use strait_core::offsets::store::{decode, StoredRecord};
+    let positions = "strait-offsets.us-east.internal";
+    let c = super::consumer(west);
+    let (_, high) = c.fetch_watermarks(positions, 0, Duration::from_secs(10)).expect("the position topic's end");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(positions, 0, rdkafka::Offset::Beginning).expect("tpl");
+    c.assign(&tpl).expect("assign");
+    let mut out: std::collections::BTreeMap<i32, Vec<Option<i64>>> = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let at_end = |c: &rdkafka::consumer::BaseConsumer| {
+        c.position().ok().and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw())).is_some_and(|o| o >= high)
+    };
+    while !at_end(&c) {
+        assert!(Instant::now() < deadline, "the position topic was not read to its end");
+        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
+        match m.key().and_then(|k| decode(k, m.payload())) {
+            Some(StoredRecord::Position((t, p), stored)) if t == topic => out.entry(p).or_default().push(Some(stored.next)),
+            Some(StoredRecord::PositionDeleted((t, p))) if t == topic => out.entry(p).or_default().push(None),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Source records of `topic` whose replication the target has committed: the sum over its
+/// partitions of the last stored position (source offsets count records: no transaction on
+/// the source in these tests).
+pub fn committed_progress(west: &str, topic: &str) -> i64 {
+    stored_positions(west, topic).values().filter_map(|h| h.last().copied().flatten()).sum()
 }

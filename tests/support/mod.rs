@@ -638,3 +638,13 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Source partitions of `flow` the process reads (its share of the flow's tasks).
+pub fn partitions_read(strait: &Strait, flow: &str) -> f64 {
+    strait.metric("strait_source_partitions_assigned", &[("flow", flow)]).unwrap_or(0.0)
+}
+
+/// The logs of several processes, each under its index, for a failure message.
+pub fn member_logs(members: &[Strait]) -> String {
+    members.iter().enumerate().map(|(i, m)| format!("--- member {i}:\n{}", m.log_text())).collect()
+}

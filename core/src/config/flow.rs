@@ -53,6 +53,8 @@ const FLOW_KEYS: &[&str] = &[
     "conflicts.dead.letter.topic",
     "tasks.max",
     "strait.group.session.timeout.ms",
+    "exactly.once.source.support",
+    "transaction.boundary.interval.ms",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -340,6 +342,11 @@ impl FlowScope<'_> {
             heartbeats_replication_factor: self.parse_or("heartbeats.topic.replication.factor", -1)?,
             tasks: self.parse_or("tasks.max", 12u32)?.max(1),
             group_session_timeout: Duration::from_millis(self.parse_or("strait.group.session.timeout.ms", 10_000u64)?),
+            exactly_once: self.exactly_once()?,
+            transaction_interval: Duration::from_millis(positive(
+                "transaction.boundary.interval.ms",
+                positive("offset.flush.interval.ms", 1000)?,
+            )?),
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,
@@ -380,6 +387,23 @@ impl FlowScope<'_> {
             key: key.into(),
             reason: format!("is not a valid list of regexes: {e}"),
         })
+    }
+
+    /// MM2's `exactly.once.source.support`: `enabled` turns transactions on; `preparing` (a
+    /// Connect worker's step towards it) and `disabled` leave the flow at-least-once.
+    fn exactly_once(&self) -> Result<bool, ConfigError> {
+        match self.get("exactly.once.source.support") {
+            None => Ok(false),
+            Some(p) => match p.value.trim() {
+                "enabled" => Ok(true),
+                "disabled" | "preparing" => Ok(false),
+                other => Err(ConfigError::BadValue {
+                    line: p.line,
+                    key: p.key.clone(),
+                    reason: format!("is `{other}`; use `enabled` (exactly-once) or `disabled` (at-least-once, the default)"),
+                }),
+            },
+        }
     }
 
     fn checkpoints(&self) -> Result<Option<super::CheckpointConfig>, ConfigError> {
@@ -542,5 +566,19 @@ b.producer.linger.ms = 20
         assert!(regex.to_string().contains("line 5"), "{regex}");
         let none = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\n").unwrap_err();
         assert!(none.to_string().contains("a->b.enabled = true"), "{none}");
+    }
+
+    #[test]
+    fn exactly_once_is_mm2s_key_with_a_per_flow_override_and_commits_at_the_flush_interval() {
+        let base = "clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\nb->a.enabled = true\noffset.flush.interval.ms = 700\n";
+        let cfg = Config::parse(&format!("{base}exactly.once.source.support = enabled\nb->a.exactly.once.source.support = disabled\n")).unwrap();
+        let (ab, ba) = (&cfg.flows[0], &cfg.flows[1]);
+        assert!(ab.exactly_once && !ba.exactly_once, "the flow key overrides the top-level one");
+        assert_eq!(ab.transaction_interval, Duration::from_millis(700), "Connect's default: the flush interval");
+        let cfg = Config::parse(&format!("{base}a->b.transaction.boundary.interval.ms = 250\n")).unwrap();
+        assert!(!cfg.flows[0].exactly_once, "at-least-once by default");
+        assert_eq!(cfg.flows[0].transaction_interval, Duration::from_millis(250));
+        let bad = Config::parse(&format!("{base}exactly.once.source.support = yes\n")).unwrap_err();
+        assert!(bad.to_string().contains("line 7") && bad.to_string().contains("`enabled`"), "{bad}");
     }
 }

@@ -130,6 +130,13 @@ pub struct FlowConfig {
     /// `strait.group.session.timeout.ms`: how long the group waits for a silent process before
     /// moving its tasks (default 10 s; the broker's minimum is 6 s by default).
     pub group_session_timeout: Duration,
+    /// `exactly.once.source.support` (MM2's key; `enabled`, or `disabled`/`preparing`, the
+    /// default): the flow writes its records, positions and offset runs in one transaction per
+    /// task on the target, so a `read_committed` consumer there sees every record once.
+    pub exactly_once: bool,
+    /// `transaction.boundary.interval.ms` (Kafka Connect's key): how often an exactly-once flow
+    /// commits; unset, `offset.flush.interval.ms`, as in Connect.
+    pub transaction_interval: Duration,
     /// Settings for the consumer on the source cluster.
     pub consumer: ClientSettings,
     /// Settings for the producer on the target cluster.

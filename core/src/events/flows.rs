@@ -138,3 +138,50 @@ impl TasksChanged<'_> {
         gauge!("strait_tasks_owned", "flow" => self.flow.to_string()).set(self.owned.len() as f64);
     }
 }
+
+/// An exactly-once flow committed its transactions (one per owned task): the records, the
+/// positions and the offset runs written since the last commit became visible together.
+pub struct TransactionsCommitted<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// From the start of the commit (waiting for acknowledgements, writing positions) to the
+    /// coordinator's answer.
+    pub took: std::time::Duration,
+}
+
+impl TransactionsCommitted<'_> {
+    /// Logs at debug level, counts `strait_transactions_committed_total` and records
+    /// `strait_transaction_commit_seconds`.
+    pub fn emit(&self) {
+        tracing::debug!(flow = self.flow, took_ms = self.took.as_millis() as u64, "transactions committed");
+        counter!("strait_transactions_committed_total", "flow" => self.flow.to_string()).increment(1);
+        metrics::histogram!("strait_transaction_commit_seconds", "flow" => self.flow.to_string()).record(self.took.as_secs_f64());
+    }
+}
+
+/// A flow has more tasks than its widest topic has partitions: task `t` replicates partitions
+/// `p % tasks.max == t`, so tasks from the widest topic's partition count up never have work,
+/// and a process the group gives only such tasks idles.
+pub struct TasksIdle<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// `tasks.max`.
+    pub tasks: u32,
+    /// The partition count of the widest replicated topic.
+    pub widest: i32,
+}
+
+impl TasksIdle<'_> {
+    /// Logs a warning with the fix and sets `strait_tasks_idle`.
+    pub fn emit(&self) {
+        let idle = self.tasks.saturating_sub(self.widest.max(0) as u32);
+        warn!(
+            flow = self.flow,
+            tasks = self.tasks,
+            widest_topic_partitions = self.widest,
+            "{idle} of the flow's tasks can never have a partition; set `tasks.max` to at most {} so every process running it gets work",
+            self.widest
+        );
+        gauge!("strait_tasks_idle", "flow" => self.flow.to_string()).set(f64::from(idle));
+    }
+}

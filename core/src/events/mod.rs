@@ -12,7 +12,7 @@ mod partition;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use exporter::{install_prometheus, MetricsError};
-pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged};
+pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 

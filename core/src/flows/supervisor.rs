@@ -305,6 +305,7 @@ impl Supervisor {
     fn start(&mut self, name: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
         let Some(tasks) = f.tasks.clone() else { return };
+        let session = f.membership.as_ref().map(Membership::session);
         f.generation += 1;
         f.then = Then::Stay;
         let control = FlowControl::new(name, f.generation, self.ended.0.clone());
@@ -313,7 +314,7 @@ impl Supervisor {
         self.set_state(name, State::Starting, "");
         let flow_name = name.to_string();
         let spawned = thread::Builder::new().name(format!("start {name}")).spawn(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &tasks, &shared, &control))).unwrap_or_else(|_| {
+            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &tasks, session.as_ref(), &shared, &control))).unwrap_or_else(|_| {
                 Err(FlowError::Thread {
                     flow: flow.name(),
                     stage: "set-up",

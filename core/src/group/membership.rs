@@ -13,6 +13,7 @@ use rdkafka::ClientContext;
 
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, TopicSpec, REACH_TIMEOUT};
 use crate::config::{Config, FlowConfig};
+use super::GroupSession;
 use crate::events::{FlowRetrying, TasksChanged};
 
 /// How often the membership thread polls its consumer (which keeps it in the group).
@@ -95,6 +96,7 @@ pub enum GroupEvent {
 /// tasks wait for it for the session timeout, which keeps a rolling restart from moving them).
 pub struct Membership {
     id: u64,
+    session: Arc<GroupSession>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -108,12 +110,15 @@ impl Membership {
     pub fn start(config: &Config, flow: &FlowConfig, events: Sender<GroupEvent>, revoke_wait: Duration) -> Self {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
-        let (config, flow, stop_flag) = (config.clone(), flow.clone(), stop.clone());
+        let session = GroupSession::new(tasks_topic(flow));
+        let (config, flow, stop_flag, member_session) = (config.clone(), flow.clone(), stop.clone(), session.clone());
         let handle = thread::Builder::new()
             .name(format!("group {}", flow.name()))
             .spawn(move || {
                 while !stop_flag.load(Ordering::Relaxed) {
-                    if let Err(error) = member(&config, &flow, id, &events, revoke_wait, &stop_flag) {
+                    let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
+                    member_session.set(None);
+                    if let Err(error) = result {
                         let _ = events.send(GroupEvent::Failed {
                             flow: flow.name(),
                             member: id,
@@ -124,7 +129,12 @@ impl Membership {
                 }
             })
             .ok();
-        Self { id, stop, handle }
+        Self { id, stop, handle, session }
+    }
+
+    /// The membership as the coordinator knows it, for fencing the flow's position writes.
+    pub fn session(&self) -> Arc<GroupSession> {
+        self.session.clone()
     }
 
     /// Which membership this is, as its events say.
@@ -169,6 +179,7 @@ struct Context {
     revoke_wait: Duration,
     /// Set when the process leaves: the revocation that leaving brings waits for nobody.
     leaving: Arc<AtomicBool>,
+    session: Arc<GroupSession>,
 }
 
 impl ClientContext for Context {}
@@ -176,6 +187,10 @@ impl ClientContext for Context {}
 impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(revoked) = rebalance else { return };
+        // A cooperative revocation comes with the new generation already given: the positions
+        // stored now are this member's to store. A lost assignment's are not: this process is
+        // no member any more, and whoever owns its tasks now may have stored newer ones.
+        self.session.set(if consumer.assignment_lost() { None } else { consumer.group_metadata() });
         if self.leaving.load(Ordering::Relaxed) {
             return;
         }
@@ -206,8 +221,10 @@ impl ConsumerContext for Context {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if matches!(rebalance, Rebalance::Error(_)) {
+            self.session.set(None);
             return;
         }
+        self.session.set(consumer.group_metadata());
         let tasks = owned(consumer);
         TasksChanged {
             flow: &self.flow,
@@ -232,7 +249,15 @@ fn owned(consumer: &BaseConsumer<Context>) -> BTreeSet<u32> {
 }
 
 /// One membership: prepares the tasks topic, joins, and polls until stopped.
-fn member(config: &Config, flow: &FlowConfig, id: u64, events: &Sender<GroupEvent>, revoke_wait: Duration, stop: &Arc<AtomicBool>) -> Result<(), ClusterError> {
+fn member(
+    config: &Config,
+    flow: &FlowConfig,
+    id: u64,
+    events: &Sender<GroupEvent>,
+    revoke_wait: Duration,
+    stop: &Arc<AtomicBool>,
+    session: &Arc<GroupSession>,
+) -> Result<(), ClusterError> {
     let client_error = |what: &str, reason: String| ClusterError::Client {
         alias: flow.target.to_string(),
         what: what.to_string(),
@@ -250,12 +275,12 @@ fn member(config: &Config, flow: &FlowConfig, id: u64, events: &Sender<GroupEven
         replication_factor: flow.offset_storage_replication_factor,
         configs: Vec::new(),
     })?;
-    let session = flow.group_session_timeout.as_millis().to_string();
+    let session_ms = flow.group_session_timeout.as_millis().to_string();
     let group = group_id(config, flow);
     let mut forced: Vec<(&str, &str)> = vec![
         ("group.id", &group),
         ("partition.assignment.strategy", "cooperative-sticky"),
-        ("session.timeout.ms", &session),
+        ("session.timeout.ms", &session_ms),
         ("enable.auto.commit", "false"),
         ("enable.partition.eof", "false"),
     ];
@@ -269,6 +294,7 @@ fn member(config: &Config, flow: &FlowConfig, id: u64, events: &Sender<GroupEven
         events: events.clone(),
         revoke_wait,
         leaving: stop.clone(),
+        session: session.clone(),
     };
     let consumer: BaseConsumer<Context> = create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
     consumer

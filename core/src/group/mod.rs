@@ -16,9 +16,17 @@
 //! session timeout and its tasks resume from its last stored positions: records it had sent
 //! since are sent again, none is lost.
 //!
+//! Fencing: a process that lost its tasks without knowing it (frozen past its session, cut off
+//! from the coordinator) must not overwrite what the new owner stored. Positions are written in
+//! transactions that carry the membership's member id and generation ([`GroupSession`]), which
+//! the coordinator refuses once the member is gone; in exactly-once mode each task's
+//! `transactional.id` fences its previous owner as well.
+//!
 //! Work that must be done once per flow (heartbeats, checkpoints, group offset sync) is done by
 //! the owner of task 0.
 
 mod membership;
+mod session;
 
 pub use membership::{GroupEvent, Membership, Tasks};
+pub use session::GroupSession;

@@ -16,7 +16,7 @@ pub use batch::{Batch, Header, Record};
 pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
 pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
-pub use produce::{Delivery, DeliveryContext, OffsetSyncSink, ProduceStage, ProduceTask};
+pub use produce::{transactional_id, Deliveries, Delivery, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, ProduceTask, TargetProducer};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
 pub use stage::MiddleStage;
@@ -67,6 +67,16 @@ pub enum FlowError {
         /// What is wrong and what would do.
         reason: String,
     },
+    /// An exactly-once flow's transaction could not go on: fenced by a newer owner of its
+    /// task, timed out, or refused. Nothing of it is visible to `read_committed` readers; a
+    /// restart resumes at the last commit.
+    #[error("flow {flow}: {what}; the flow restarts from its last committed transaction")]
+    Transaction {
+        /// `source->target`.
+        flow: String,
+        /// What happened.
+        what: String,
+    },
     /// A stage thread could not start or panicked.
     #[error("flow {flow}: the {stage} thread {what}")]
     Thread {
@@ -85,7 +95,7 @@ impl FlowError {
     /// A panic restarts too: it is a bug, and the backoff keeps a repeating one cheap.
     pub fn is_transient(&self) -> bool {
         match self {
-            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } => true,
+            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => true,
             FlowError::Discovery(e) => !matches!(e, DiscoveryError::Policy(_)),
             FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
         }

@@ -5,19 +5,20 @@ use std::sync::Arc;
 
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::producer::{BaseProducer, DefaultProducerContext, ThreadedProducer};
+use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
 
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
-use super::produce::{DeliveryContext, OffsetSyncSink, ProduceStage};
+use super::produce::{transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer};
 use super::pool::{FlowControl, Periodic, StageTask};
 use super::stage::MiddleStage;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
 use crate::cluster::TopicSpec;
-use crate::config::{Config, FlowConfig, SyncLocation};
-use crate::group::Tasks;
+use crate::config::{ClusterConfig, Config, FlowConfig, SyncLocation};
+use crate::group::{GroupSession, Tasks};
 use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::checkpoints::{CheckpointTask, Groups};
@@ -76,8 +77,17 @@ pub struct FlowParts {
 }
 
 /// Connects one flow, loads its positions and policy, and prepares its stages for the partitions
-/// of `tasks`; the owner of task 0 also does the flow's heartbeats and checkpoints.
-pub fn build_flow(config: &Config, flow: &FlowConfig, tasks: &Tasks, shared: &Shared, control: &Arc<FlowControl>) -> Result<FlowParts, FlowError> {
+/// of `tasks`; the owner of task 0 also does the flow's heartbeats and checkpoints. With
+/// `session`, the flow's membership in its group, positions are stored only while this process
+/// is the member that owns `tasks`.
+pub fn build_flow(
+    config: &Config,
+    flow: &FlowConfig,
+    tasks: &Tasks,
+    session: Option<&Arc<GroupSession>>,
+    shared: &Shared,
+    control: &Arc<FlowControl>,
+) -> Result<FlowParts, FlowError> {
     let producers = &shared.producers;
     let name = flow.name();
     let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
@@ -91,13 +101,16 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, tasks: &Tasks, shared: &Sh
     let target_admin = ClusterAdmin::connect(target, &flow.target_admin)?;
     check_reachable(target_admin.client(), target, REACH_TIMEOUT)?;
 
+    // The producers come first: in exactly-once mode their `init_transactions` fences the
+    // tasks' previous owners and aborts what they left open, so the positions read next are
+    // final for every owned partition.
+    let deliveries = Deliveries::new(flow.offset_syncs.map(|c| c.max_lag));
+    let (lanes, position_writer) = target_producers(target, flow, tasks, session, &deliveries)?;
     let positions = load_positions(target, &flow.target_admin, &target_admin, source.alias.as_str(), flow.offset_storage_replication_factor, REACH_TIMEOUT * 4)?;
     PositionsLoaded { flow: &name, topic: &positions_topic(source.alias.as_str()), partitions: positions.len() }.emit();
 
     let slots = Slots::default();
     let consumer: BaseConsumer = create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
-    let producer: BaseProducer<DeliveryContext> =
-        create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(flow.offset_syncs.map(|c| c.max_lag)))?;
 
     let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();
@@ -234,15 +247,80 @@ pub fn build_flow(config: &Config, flow: &FlowConfig, tasks: &Tasks, shared: &Sh
     let transform = MiddleStage::new(&name, "produce", filtered_rx, transformed_tx, Box::new(transform));
     let produce = ProduceStage {
         flow: name.clone(),
-        producer,
+        lanes,
+        deliveries,
         input: transformed_rx,
         slots,
         positions_topic: positions_topic(source.alias.as_str()),
-        flush_interval: flow.offset_flush_interval,
+        flush_interval: if flow.exactly_once { flow.transaction_interval } else { flow.offset_flush_interval },
         control: control.clone(),
         offset_syncs,
+        position_writer,
     };
     Ok(FlowParts { stages: vec![Box::new(fetch.task(fetched_tx)), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
+}
+
+/// How long `init_transactions` may take: the coordinator first aborts what the task's previous
+/// owner left open.
+const INIT_TRANSACTIONS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The flow's producers on the target: one idempotent producer, or in exactly-once mode one
+/// transactional producer per owned task, each past `init_transactions`. Their in-memory queues
+/// share the single producer's budget, so exactly-once uses no more memory per flow.
+fn target_producers(
+    target: &ClusterConfig,
+    flow: &FlowConfig,
+    tasks: &Tasks,
+    session: Option<&Arc<GroupSession>>,
+    deliveries: &Arc<Deliveries>,
+) -> Result<(Lanes, Option<PositionWriter>), FlowError> {
+    let init = |producer: &TargetProducer, id: &str| {
+        producer.init_transactions(INIT_TRANSACTIONS_TIMEOUT).map_err(|e| ClusterError::Client {
+            alias: target.alias.to_string(),
+            what: format!("initialising transactions for `{id}`"),
+            reason: match e.rdkafka_error_code() {
+                Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed) => format!("{e}; grant strait WRITE and DESCRIBE on the transactional id prefix `strait.`"),
+                _ => e.to_string(),
+            },
+        })
+    };
+    if !flow.exactly_once {
+        let producer: TargetProducer = create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(deliveries.clone()))?;
+        let lanes = Lanes::single(producer);
+        let Some(session) = session else { return Ok((lanes, None)) };
+        // The writer's id is named after the lowest task it owns. Every owned task's id is
+        // initialised first: that aborts a position transaction a dead owner of the task left
+        // open, which would hold back every reader of the position topic until it timed out.
+        let mut writer = None;
+        for &task in &tasks.owned {
+            let id = format!("{}.positions", transactional_id(&flow.name(), tasks.count, task));
+            let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str()), ("transaction.timeout.ms", "10000")]).collect();
+            let producer: TargetProducer = create_client(target, &flow.producer, "producer", &[("linger.ms", "5")], &forced, DeliveryContext::new(deliveries.clone()))?;
+            init(&producer, &id)?;
+            writer.get_or_insert(producer);
+        }
+        let Some(writer) = writer else { return Ok((lanes, None)) };
+        let topic = positions_topic(flow.source.as_str());
+        let writer = PositionWriter::start(&flow.name(), writer, topic, session.clone(), tasks.owned.clone())
+            .map_err(|e| FlowError::Thread { flow: flow.name(), stage: "position writer", what: format!("could not start: {e}") })?;
+        return Ok((lanes, Some(writer)));
+    }
+    let share = tasks.owned.len().max(1);
+    let kbytes = (16384 / share).max(1024).to_string();
+    let messages = (100_000 / share).max(10_000).to_string();
+    // A transactional producer may not wait forever on a record (`message.timeout.ms = 0`); it
+    // waits out the transaction, and a timeout restarts the flow at its last commit.
+    let defaults = [("linger.ms", "5"), ("queue.buffering.max.kbytes", kbytes.as_str()), ("queue.buffering.max.messages", messages.as_str())];
+    let name = flow.name();
+    let mut producers = Vec::with_capacity(share);
+    for &task in &tasks.owned {
+        let id = transactional_id(&name, tasks.count, task);
+        let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).collect();
+        let producer: TargetProducer = create_client(target, &flow.producer, "producer", &defaults, &forced, DeliveryContext::new(deliveries.clone()))?;
+        init(&producer, &id)?;
+        producers.push((task, producer));
+    }
+    Ok((Lanes::transactional(producers, tasks.count), None))
 }
 
 /// `<source>.consumer.auto.offset.reset`: `latest` starts a partition with no stored position at

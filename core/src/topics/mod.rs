@@ -10,7 +10,7 @@ use rdkafka::Offset;
 
 use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec};
 use crate::config::{FlowConfig, TopicFilter};
-use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TopicCreated, TopicDeleted};
+use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TasksIdle, TopicCreated, TopicDeleted};
 use crate::offsets::store::Positions;
 use crate::group::Tasks;
 use crate::offsets::SlotId;
@@ -54,6 +54,8 @@ pub struct Discovery {
     /// at their end.
     from_latest: bool,
     fetcher: Sender<AssignmentChange>,
+    /// The partition count of the widest replicated topic when last checked against `tasks.max`.
+    widest: i32,
 }
 
 /// How long reading a partition's end may take.
@@ -86,6 +88,7 @@ impl Discovery {
             tasks: Tasks::all(1),
             from_latest: false,
             fetcher,
+            widest: 0,
         }
     }
 
@@ -134,6 +137,13 @@ impl Discovery {
                     }
                 }
                 Err(e) => failure = Some(e.into()),
+            }
+        }
+        let widest = self.assigned.values().map(|(seen, _)| *seen).max().unwrap_or(0);
+        if widest != self.widest {
+            self.widest = widest;
+            if widest > 0 && (widest as u32) < self.tasks.count {
+                TasksIdle { flow: &self.flow, tasks: self.tasks.count, widest }.emit();
             }
         }
         let count = change.added.len();

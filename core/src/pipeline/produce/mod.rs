@@ -1,125 +1,58 @@
 //! Produce: writes batches to the target and advances each partition's position only over the
-//! records the target acknowledged. Positions are written through the same producer, so an
-//! exactly-once mode can later put them in the same transaction as the records they cover.
+//! records the target acknowledged. Positions are written through the same producers as the
+//! records, so in exactly-once mode they are committed in the same transaction as the records
+//! they cover (see [`lanes`]).
+
+mod delivery;
+mod lanes;
+mod positions;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
-use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::ClientContext;
 
 use super::batch::{Batch, Record};
 use super::pool::{FlowControl, StageTask, Step};
-use super::fetch::now_millis;
 use super::{FlowError, Slots};
 use crate::cluster::ControlProducer;
-use crate::events::{AckRounds, FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected};
+use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected, TransactionsCommitted};
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::mm2::OffsetSync;
-use crate::offsets::{Ledger, PositionWrite, SlotId, SourceOffset, TargetOffset};
+use crate::offsets::{PositionWrite, SlotId, SourceOffset};
 
-/// What a delivery report is about.
-pub enum Delivery {
-    /// A replicated record.
-    Record {
-        /// Its source partition.
-        slot: SlotId,
-        /// Its source offset.
-        offset: i64,
-        /// Its timestamp, for the latency measure.
-        timestamp: i64,
-        /// Its size, for the byte count.
-        bytes: usize,
-        /// Whether the policy routed it away from its remote topic (then it is no mirror and
-        /// gets no offset sync).
-        routed: bool,
-    },
-    /// A position record.
-    Position,
-}
-
-#[derive(Default)]
-struct DeliveryState {
-    ledger: Ledger,
-    /// The client's error code of the first refused record, for the hint in its error.
-    refused_code: Option<RDKafkaErrorCode>,
-    /// Acknowledgements not yet counted in the metrics.
-    acks: AckRounds,
-    /// The wall clock at the first acknowledgement of the current poll: a poll serves its
-    /// reports in one burst, so one clock read serves them all (reading it per record was 1%
-    /// of the process at 250,000 records/s).
-    round_clock_ms: Option<i64>,
-}
-
-/// The producer's context: receives delivery reports on the produce thread.
-pub struct DeliveryContext {
-    state: Mutex<DeliveryState>,
-}
-
-impl DeliveryContext {
-    /// A context for one flow; `offset_lag_max` turns on MM2's offset-sync rule.
-    pub fn new(offset_lag_max: Option<i64>) -> Self {
-        let state = DeliveryState { ledger: Ledger::new(offset_lag_max), ..DeliveryState::default() };
-        Self { state: Mutex::new(state) }
-    }
-
-    fn state(&self) -> MutexGuard<'_, DeliveryState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl ClientContext for DeliveryContext {}
-
-impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = Box<Delivery>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
-        let mut state = self.state();
-        match (*opaque, result) {
-            (Delivery::Record { slot, offset, timestamp, bytes, routed }, Ok(message)) => {
-                // A re-routed record is no mirror of its source offset: to the mapping it is a gap.
-                let landed = (!routed).then(|| TargetOffset(message.offset()));
-                state.ledger.acked(slot, SourceOffset(offset), landed);
-                let now = *state.round_clock_ms.get_or_insert_with(now_millis);
-                state.acks.add(slot, bytes, now - timestamp);
-            }
-            (Delivery::Record { slot, offset, .. }, Err((e, _))) => {
-                let first = state.ledger.refusal().is_none();
-                state.ledger.refused(slot, SourceOffset(offset), e.to_string());
-                if first && state.ledger.refusal().is_some() {
-                    state.refused_code = e.rdkafka_error_code();
-                }
-            }
-            (Delivery::Position, Ok(_)) => {}
-            (Delivery::Position, Err(_)) => state.ledger.write_failed(),
-        }
-    }
-}
+pub use delivery::{Deliveries, Delivery, DeliveryContext};
+pub use lanes::{transactional_id, Lanes, TargetProducer};
+pub use positions::PositionWriter;
+use positions::Outcome;
 
 /// Everything the produce thread needs.
 pub struct ProduceStage {
     /// `source->target`.
     pub flow: String,
-    /// The target producer (idempotent, acks=all).
-    pub producer: BaseProducer<DeliveryContext>,
+    /// The target producers (idempotent, acks=all; transactional in exactly-once mode).
+    pub lanes: Lanes,
+    /// What they were told: the ledger of positions.
+    pub deliveries: Arc<Deliveries>,
     /// From the transform stage.
     pub input: Receiver<Batch>,
     /// The flow's slot table.
     pub slots: Slots,
     /// Where positions are stored.
     pub positions_topic: String,
-    /// How often positions are stored.
+    /// How often positions are stored; in exactly-once mode, how often a transaction commits.
     pub flush_interval: Duration,
     /// The flow this stage belongs to: its stop flag and drain deadline.
     pub control: Arc<FlowControl>,
     /// Where offset syncs go, when `emit.offset-syncs.enabled`.
     pub offset_syncs: Option<OffsetSyncSink>,
+    /// At-least-once in a group: writes positions in transactions fenced by the membership.
+    pub position_writer: Option<PositionWriter>,
 }
 
 /// The producer and topic that receive a flow's offset syncs.
@@ -141,20 +74,50 @@ const METADATA_ASK_WAIT: Duration = Duration::from_millis(50);
 /// How long the produce stage waits for a batch before serving acknowledgements again.
 const RECV_WAIT: Duration = Duration::from_millis(50);
 
+/// How long one step waits on a commit; librdkafka carries it on in the background.
+const COMMIT_WAIT: Duration = Duration::from_millis(10);
+
 /// The produce stage as a pool task.
 pub struct ProduceTask {
     stage: ProduceStage,
     /// A batch partly handed to the producer (its queue was full).
     sending: Option<Sending>,
     last_store: Instant,
-    /// Position records not yet taken by the producer (its queue was full), oldest first.
-    unstored: VecDeque<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Position records not yet taken by their producer (its queue was full), oldest first,
+    /// with the lane that writes them.
+    unstored: VecDeque<(usize, Vec<u8>, Option<Vec<u8>>)>,
     /// Slots whose stored state the ledger has been told about.
     known_slots: usize,
     /// Set once the flow is stopping: what is left to do before the stage ends.
     draining: Option<Drain>,
     /// When a just-created topic's metadata was last asked for.
     metadata_asked: Option<Instant>,
+    /// Exactly-once: where the open transaction stands.
+    transaction: Transaction,
+}
+
+/// Exactly-once: the open transaction of every lane.
+#[derive(Default)]
+struct Transaction {
+    /// When the open transactions began; `None` before the first.
+    began: Option<Instant>,
+    /// Set while committing: no record is sent until the commit is done.
+    committing: Option<Commit>,
+}
+
+/// A commit under way: first every record is acknowledged, then the positions they reach are
+/// written into the same transactions and acknowledged, then each lane commits.
+struct Commit {
+    started: Instant,
+    positions_queued: bool,
+}
+
+/// Why the produce stage cannot go on.
+enum Halt {
+    /// The target refused a record; what it acknowledged before is stored.
+    Refused,
+    /// A transaction could not go on; nothing of it is stored.
+    Failed(FlowError),
 }
 
 /// A stopping produce stage: it waits for acknowledgements until `records_until`, stores the
@@ -172,7 +135,8 @@ const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 struct Sending {
     batch: Batch,
     next: usize,
-    destinations: Vec<(SlotId, Arc<str>, i32)>,
+    /// Per slot of the batch: the remote topic, the partition and the lane.
+    destinations: Vec<(SlotId, Arc<str>, i32, usize)>,
     metadata_deadline: Option<Instant>,
 }
 
@@ -182,11 +146,12 @@ impl StageTask for ProduceTask {
             match self.advance(wait) {
                 Ok(Step::Finished) => self.begin_drain(),
                 Ok(step) => return Ok(step),
-                Err(()) => {
+                Err(Halt::Refused) => {
                     // A refusal stops the flow; what the target acknowledged is stored first.
                     self.stage.control.fail(self.stage.refusal_error());
                     self.begin_drain();
                 }
+                Err(Halt::Failed(e)) => return Err(e),
             }
         }
         self.drain_step(wait)
@@ -194,20 +159,35 @@ impl StageTask for ProduceTask {
 }
 
 impl ProduceTask {
-    /// Moves one batch on; `Err` when the target refused a record for good.
-    fn advance(&mut self, wait: Duration) -> Result<Step, ()> {
-        if self.stage.producer.context().state().ledger.refusal().is_some() {
-            return Err(());
+    /// Moves one batch on.
+    fn advance(&mut self, wait: Duration) -> Result<Step, Halt> {
+        if self.stage.deliveries.state().ledger.refusal().is_some() {
+            return Err(Halt::Refused);
         }
         // A stopping flow sends nothing new: records of a batch not yet handed over were never
         // acknowledged, so no position passes them.
         if self.stage.control.stopping() {
             return Ok(Step::Finished);
         }
+        if self.stage.lanes.transactional_mode() {
+            let began = match self.transaction.began {
+                Some(at) => at,
+                None => {
+                    self.stage.lanes.begin().map_err(|e| Halt::Failed(self.stage.transaction_error("beginning a transaction", e)))?;
+                    *self.transaction.began.insert(Instant::now())
+                }
+            };
+            if self.transaction.committing.is_none() && began.elapsed() >= self.stage.flush_interval {
+                self.transaction.committing = Some(Commit { started: Instant::now(), positions_queued: false });
+            }
+            if self.transaction.committing.is_some() {
+                return self.commit_step(wait);
+            }
+        }
         let mut worked = false;
         if self.sending.is_none() {
             match self.stage.input.recv_timeout(wait.min(RECV_WAIT)) {
-                Ok(batch) => self.sending = Some(self.stage.begin(batch)),
+                Ok(batch) => self.sending = Some(self.stage.begin(batch).map_err(Halt::Failed)?),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
             }
@@ -222,24 +202,70 @@ impl ProduceTask {
                 }
                 Ok(false) => {}
                 Err(refused) => {
-                    let mut state = self.stage.producer.context().state();
+                    let mut state = self.stage.deliveries.state();
                     let first = state.ledger.refusal().is_none();
                     state.ledger.refused(refused.0.slot, SourceOffset(refused.0.offset), refused.0.reason);
                     if first && state.ledger.refusal().is_some() {
                         state.refused_code = refused.1;
                     }
-                    return Err(());
+                    return Err(Halt::Refused);
                 }
             }
         }
         self.stage.poll(Duration::ZERO);
         self.stage.count_acks();
-        self.stage.emit_offset_syncs();
-        if self.last_store.elapsed() >= self.stage.flush_interval {
-            self.store_positions();
-            self.last_store = Instant::now();
+        if !self.stage.lanes.transactional_mode() {
+            self.stage.emit_offset_syncs();
+            self.writer_outcome(Duration::ZERO);
+            if self.last_store.elapsed() >= self.stage.flush_interval {
+                self.store_positions();
+                self.last_store = Instant::now();
+            }
         }
         Ok(if worked { Step::Worked } else { Step::Idle })
+    }
+
+    /// At-least-once: takes in what became of the last position transaction, waiting at most
+    /// `wait`; `true` while it is still being written. Refused positions (the group moved this
+    /// process's tasks on, say) are written again at the next flush if this process still owns
+    /// them.
+    fn writer_outcome(&mut self, wait: Duration) -> bool {
+        let Some(writer) = self.stage.position_writer.as_mut() else { return false };
+        match writer.outcome(wait) {
+            Outcome::Pending => true,
+            Outcome::Idle => false,
+            Outcome::Failed(e) => {
+                FlowRetrying { flow: &self.stage.flow, what: &format!("positions not stored ({e}); they are written again while this process owns them") }.emit();
+                self.stage.deliveries.state().ledger.write_failed();
+                false
+            }
+        }
+    }
+
+    /// One step of a commit; never waits longer than `wait`, so the other flows on the thread go on.
+    fn commit_step(&mut self, wait: Duration) -> Result<Step, Halt> {
+        self.stage.poll(wait.min(COMMIT_WAIT));
+        self.stage.count_acks();
+        if self.stage.lanes.in_flight() > 0 || !self.send_unstored() {
+            return Ok(Step::Idle);
+        }
+        let Some(commit) = self.transaction.committing.as_mut() else { return Ok(Step::Idle) };
+        if !commit.positions_queued {
+            commit.positions_queued = true;
+            self.store_positions();
+            return Ok(Step::Worked);
+        }
+        match self.stage.lanes.commit(wait.min(COMMIT_WAIT)) {
+            Ok(false) => return Ok(Step::Idle),
+            Ok(true) => {}
+            Err(e) => return Err(Halt::Failed(self.stage.transaction_error("committing a transaction", e))),
+        }
+        let took = commit.started.elapsed();
+        TransactionsCommitted { flow: &self.stage.flow, took }.emit();
+        // Only now are the records the syncs point at readable on the target.
+        self.stage.emit_offset_syncs();
+        self.transaction = Transaction::default();
+        Ok(Step::Worked)
     }
 
     fn begin_drain(&mut self) {
@@ -257,25 +283,50 @@ impl ProduceTask {
         self.stage.poll(wait.min(Duration::from_millis(10)));
         self.stage.count_acks();
         let now = Instant::now();
+        let transactional = self.stage.lanes.transactional_mode();
+        // A position transaction under way ends first: the last positions go in a new one.
+        if self.draining.as_ref().is_some_and(|d| !d.positions_queued && now < d.positions_until) && self.writer_outcome(wait.min(COMMIT_WAIT)) {
+            return Ok(Step::Idle);
+        }
         let Some(drain) = self.draining.as_mut() else { return Ok(Step::Finished) };
         // librdkafka's count leaves out records already refused, which will never be acknowledged.
-        let in_flight = self.stage.producer.in_flight_count();
+        let in_flight = self.stage.lanes.in_flight();
         if !drain.positions_queued {
             if in_flight > 0 && now < drain.records_until {
                 return Ok(Step::Idle);
             }
             drain.positions_queued = true;
-            self.stage.emit_offset_syncs();
+            if transactional {
+                // A transaction with a record missing, or one that never began, must not commit.
+                let refused = self.stage.deliveries.state().ledger.refusal().is_some();
+                if in_flight > 0 || refused || self.transaction.began.is_none() {
+                    FlowRetrying { flow: &self.stage.flow, what: "stopping with a transaction that cannot commit; it is aborted and the flow resumes at its last commit" }.emit();
+                    return Ok(Step::Finished);
+                }
+            } else {
+                self.stage.emit_offset_syncs();
+            }
             self.store_positions();
         }
-        self.send_unstored();
+        let stored = self.send_unstored() && self.stage.lanes.in_flight() == 0 && !self.writer_outcome(wait.min(COMMIT_WAIT));
+        let done = stored
+            && (!transactional
+                || match self.stage.lanes.commit(wait.min(COMMIT_WAIT)) {
+                    Ok(committed) => committed,
+                    Err(e) => {
+                        FlowRetrying { flow: &self.stage.flow, what: &format!("the last transaction did not commit ({e}); the flow resumes at the positions stored before") }.emit();
+                        return Ok(Step::Finished);
+                    }
+                });
         let Some(drain) = self.draining.as_ref() else { return Ok(Step::Finished) };
-        let done = self.unstored.is_empty() && self.stage.producer.in_flight_count() == 0;
         if !done && now < drain.positions_until {
             return Ok(Step::Idle);
         }
         if !done {
             FlowRetrying { flow: &self.stage.flow, what: "stopping before the target acknowledged everything; positions cover only what it did, a restart re-sends the rest" }.emit();
+        }
+        if transactional && done {
+            self.stage.emit_offset_syncs();
         }
         if let Some(sink) = &self.stage.offset_syncs {
             let _ = sink.producer.flush(Duration::ZERO);
@@ -286,7 +337,7 @@ impl ProduceTask {
     /// Tells the ledger about slots discovery added or retired since the last call.
     fn sync_slots(&mut self) {
         let slots = self.stage.slots.read();
-        let mut state = self.stage.producer.context().state();
+        let mut state = self.stage.deliveries.state();
         for (id, slot) in slots.iter().enumerate().skip(self.known_slots) {
             state.ledger.resume(id as SlotId, slot.resume_run);
             if let Some(start) = slot.start_at {
@@ -301,60 +352,74 @@ impl ProduceTask {
         }
     }
 
-    /// Queues what the ledger says must be stored, and hands the producer as much as it takes.
+    /// Queues what the ledger says must be stored, and hands the producers as much as they take.
     /// Never waits: a full queue keeps the rest for the next step.
     fn store_positions(&mut self) {
         self.sync_slots();
         // New writes only once the old ones are out, so the order (closed runs before the
         // position that follows them) holds and the queue stays small.
         if self.unstored.is_empty() {
-            let writes = self.stage.producer.context().state().ledger.take_writes();
+            // One position transaction at a time: the next takes what the ledger has then.
+            if self.stage.position_writer.as_ref().is_some_and(PositionWriter::busy) {
+                return;
+            }
+            let writes = self.stage.deliveries.state().ledger.take_writes();
             if !writes.is_empty() {
                 let slots = self.stage.slots.read();
+                let lanes = &self.stage.lanes;
                 let (mut partitions, mut runs, mut mapping_bytes) = (0, 0, 0);
                 for write in writes {
                     let record = match write {
                         PositionWrite::ClosedRun { slot, run } => slots.get(slot as usize).map(|s| {
                             runs += 1;
-                            let r = (encode_run_key(&s.source_topic, s.partition, run.upstream), Some(encode_run_value(run)));
-                            mapping_bytes += r.0.len() + r.1.as_ref().map_or(0, Vec::len);
+                            let r = (s.partition, encode_run_key(&s.source_topic, s.partition, run.upstream), Some(encode_run_value(run)));
+                            mapping_bytes += r.1.len() + r.2.as_ref().map_or(0, Vec::len);
                             r
                         }),
                         PositionWrite::Position { slot, next, open } => slots.get(slot as usize).map(|s| {
                             partitions += 1;
                             // The open run adds three INT64s to a record written anyway.
                             mapping_bytes += if open.is_some() { 24 } else { 0 };
-                            (encode_key(&s.source_topic, s.partition), Some(encode_value(Stored { next: next.0, open })))
+                            (s.partition, encode_key(&s.source_topic, s.partition), Some(encode_value(Stored { next: next.0, open })))
                         }),
-                        PositionWrite::Forget { slot } => slots.get(slot as usize).map(|s| (encode_key(&s.source_topic, s.partition), None)),
+                        PositionWrite::Forget { slot } => slots.get(slot as usize).map(|s| (s.partition, encode_key(&s.source_topic, s.partition), None)),
                     };
-                    self.unstored.extend(record);
+                    // A position goes with the records it covers: through their lane.
+                    self.unstored.extend(record.and_then(|(partition, key, value)| Some((lanes.lane_of(partition)?, key, value))));
                 }
                 PositionsStored { flow: &self.stage.flow, partitions, runs, mapping_bytes }.emit();
+                if let Some(writer) = self.stage.position_writer.as_mut() {
+                    let batch = self.unstored.drain(..).map(|(_, key, value)| (key, value)).collect();
+                    if !writer.hand_over(batch) {
+                        self.stage.deliveries.state().ledger.write_failed();
+                    }
+                }
             }
         }
         self.send_unstored();
     }
 
-    fn send_unstored(&mut self) {
-        while let Some((key, value)) = self.unstored.front() {
+    /// Hands queued position writes to their producers; `true` once none is left.
+    fn send_unstored(&mut self) -> bool {
+        while let Some((lane, key, value)) = self.unstored.front() {
             let mut record = BaseRecord::with_opaque_to(&self.stage.positions_topic, Box::new(Delivery::Position)).key(&key[..]);
             if let Some(v) = value {
                 record = record.payload(&v[..]);
             }
-            match self.stage.producer.send(record) {
+            match self.stage.lanes.producer(*lane).send(record) {
                 Ok(()) => {
                     self.unstored.pop_front();
                 }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => return,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => return false,
                 Err((e, _)) => {
                     FlowRetrying { flow: &self.stage.flow, what: &format!("a position write failed ({e}); rewriting positions") }.emit();
                     self.unstored.clear();
-                    self.stage.producer.context().state().ledger.write_failed();
-                    return;
+                    self.stage.deliveries.state().ledger.write_failed();
+                    return true;
                 }
             }
         }
+        true
     }
 }
 
@@ -376,18 +441,19 @@ impl ProduceStage {
             known_slots: 0,
             draining: None,
             metadata_asked: None,
+            transaction: Transaction::default(),
         }
     }
 
     /// Serves delivery reports for up to `timeout`.
     fn poll(&self, timeout: Duration) {
-        self.producer.poll(timeout);
-        self.producer.context().state().round_clock_ms = None;
+        self.lanes.poll(timeout);
+        self.deliveries.state().round_clock_ms = None;
     }
 
     /// Hands the acknowledgements counted since the last call to the partition metrics.
     fn count_acks(&self) {
-        let rounds = self.producer.context().state().acks.take();
+        let rounds = self.deliveries.state().acks.take();
         if rounds.is_empty() {
             return;
         }
@@ -400,9 +466,9 @@ impl ProduceStage {
     }
 
     /// Marks a batch's records as sent and looks up where each of its partitions goes.
-    fn begin(&self, batch: Batch) -> Sending {
+    fn begin(&self, batch: Batch) -> Result<Sending, FlowError> {
         {
-            let mut state = self.producer.context().state();
+            let mut state = self.deliveries.state();
             for r in &batch.records {
                 state.ledger.sent(r.slot, SourceOffset(r.offset));
             }
@@ -410,22 +476,29 @@ impl ProduceStage {
         // Read before sending: `send` may poll, the delivery callback reads the slot table
         // too, and a recursive read behind a waiting writer (discovery adding slots) would
         // deadlock.
-        let destinations = {
+        let mut destinations = Vec::with_capacity(batch.fetched_through.len());
+        {
             let slots = self.slots.read();
-            batch
-                .fetched_through
-                .iter()
-                .filter_map(|&(id, _)| slots.get(id as usize).map(|s| (id, s.remote_topic.clone(), s.partition)))
-                .collect()
-        };
-        Sending { batch, next: 0, destinations, metadata_deadline: None }
+            for &(id, _) in &batch.fetched_through {
+                let Some(s) = slots.get(id as usize) else { continue };
+                // Only partitions of owned tasks are assigned; a record of another task would
+                // be written unfenced, so it stops the flow rather than go out.
+                let lane = self.lanes.lane_of(s.partition).ok_or_else(|| FlowError::Thread {
+                    flow: self.flow.clone(),
+                    stage: "produce",
+                    what: format!("got {}-{} of a task this process does not own", s.source_topic, s.partition),
+                })?;
+                destinations.push((id, s.remote_topic.clone(), s.partition, lane));
+            }
+        }
+        Ok(Sending { batch, next: 0, destinations, metadata_deadline: None })
     }
 
     /// Hands the rest of a batch to the producer; `false` when its queue is full (that is the
     /// back-pressure) or a just-created topic is not in its metadata yet, to resume later.
     fn send_from(&self, s: &mut Sending, wait: Duration, metadata_asked: &mut Option<Instant>) -> Result<bool, (Refused, Option<RDKafkaErrorCode>)> {
         while let Some(record) = s.batch.records.get(s.next) {
-            let Some((_, remote_topic, partition)) = s.destinations.iter().find(|(id, _, _)| *id == record.slot) else {
+            let Some((_, remote_topic, partition, lane)) = s.destinations.iter().find(|(id, ..)| *id == record.slot) else {
                 s.next += 1;
                 continue;
             };
@@ -443,7 +516,8 @@ impl ProduceStage {
                 None => to_kafka(record, remote_topic, Some(*partition), delivery),
             };
             let refused = |reason: String, code| (Refused { slot: record.slot, offset: record.offset, reason }, code);
-            match self.producer.send(out) {
+            let producer = self.lanes.producer(*lane);
+            match producer.send(out) {
                 Ok(()) => s.next += 1,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     self.poll(wait.min(Duration::from_millis(20)));
@@ -456,7 +530,7 @@ impl ProduceStage {
                     // A metadata request refreshes librdkafka's cache for this topic.
                     if metadata_asked.is_none_or(|at| at.elapsed() >= METADATA_ASK_EVERY) {
                         *metadata_asked = Some(Instant::now());
-                        if self.producer.client().fetch_metadata(Some(back.topic), METADATA_ASK_WAIT).is_err() {
+                        if producer.client().fetch_metadata(Some(back.topic), METADATA_ASK_WAIT).is_err() {
                             FlowRetrying { flow: &self.flow, what: &format!("waiting for {} metadata ({code})", back.topic) }.emit();
                         }
                     }
@@ -471,7 +545,7 @@ impl ProduceStage {
 
     /// Records of a fully sent batch that a stage dropped still move their partitions on.
     fn complete(&self, batch: &Batch) {
-        let mut state = self.producer.context().state();
+        let mut state = self.deliveries.state();
         for &(slot, through) in &batch.fetched_through {
             state.ledger.skipped_through(slot, SourceOffset(through));
         }
@@ -481,7 +555,7 @@ impl ProduceStage {
     /// topic-partition is the key).
     fn emit_offset_syncs(&self) {
         let Some(sink) = &self.offset_syncs else { return };
-        let due: Vec<(SlotId, OffsetSync)> = self.producer.context().state().ledger.take_syncs();
+        let due: Vec<(SlotId, OffsetSync)> = self.deliveries.state().ledger.take_syncs();
         if due.is_empty() {
             return;
         }
@@ -502,10 +576,21 @@ impl ProduceStage {
         OffsetSyncsSent { flow: &self.flow, syncs: sent, bytes }.emit();
     }
 
+    /// The error for a transaction that cannot go on.
+    fn transaction_error(&self, what: &str, e: KafkaError) -> FlowError {
+        let hint = match &e {
+            KafkaError::Transaction(t) if t.code() == RDKafkaErrorCode::TransactionalIdAuthorizationFailed => {
+                " (grant strait WRITE and DESCRIBE on the transactional id prefix `strait.` on the target)"
+            }
+            _ => "",
+        };
+        FlowError::Transaction { flow: self.flow.clone(), what: format!("{what} failed: {e}{hint}") }
+    }
+
     /// The error for the first record the target refused.
     fn refusal_error(&self) -> FlowError {
         let (r, code) = {
-            let state = self.producer.context().state();
+            let state = self.deliveries.state();
             match state.ledger.refusal() {
                 Some(r) => (r.clone(), state.refused_code),
                 None => {
@@ -519,6 +604,15 @@ impl ProduceStage {
             .map(|s| (s.source_topic.to_string(), s.partition, s.remote_topic.to_string()))
             .unwrap_or_default();
         RecordRejected { flow: &self.flow, topic: &topic, partition, offset: r.offset.0, reason: &r.reason }.emit();
+        let permanent = matches!(
+            code,
+            Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidRecord | RDKafkaErrorCode::TopicAuthorizationFailed)
+        );
+        if self.lanes.transactional_mode() && !permanent {
+            // A timed-out or fenced write aborts the transaction; the restart resumes at the
+            // last commit, so nothing is lost or written twice.
+            return FlowError::Transaction { flow: self.flow.clone(), what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason) };
+        }
         let hint = match code {
             Some(RDKafkaErrorCode::MessageSizeTooLarge) | Some(RDKafkaErrorCode::InvalidRecord) => format!(
                 "raise the target producer's `message.max.bytes` (`<target>.producer.message.max.bytes`) and the `max.message.bytes` of `{remote}` on the target"

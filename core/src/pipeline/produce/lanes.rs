@@ -1,0 +1,143 @@
+//! The flow's producers on the target.
+//!
+//! At-least-once, a flow has one idempotent producer for records (its positions go through the
+//! fenced [`super::positions`] writer). Exactly-once, it has one transactional
+//! producer per task it owns, each with the task's own `transactional.id`: whichever process
+//! owns the task next calls `init_transactions` with the same id, which fences this producer
+//! (its next write or commit fails) and makes the coordinator abort what it left open. One
+//! producer for all of a process's tasks could not be fenced task by task when the group moves
+//! only some of them.
+
+use std::time::Duration;
+
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::delivery::DeliveryContext;
+
+/// A producer on the target that reports to the flow's deliveries.
+pub type TargetProducer = BaseProducer<DeliveryContext>;
+
+/// The `transactional.id` of task `task` of flow `flow` (`source->target`) split into `tasks`
+/// tasks. The task count is part of it because a task's partitions depend on it: a process
+/// still running with another `tasks.max` is no holder of the same partitions.
+///
+/// ```
+/// assert_eq!(strait_core::pipeline::transactional_id("us-east->us-west", 12, 3), "strait.us-east->us-west.12.3");
+/// ```
+pub fn transactional_id(flow: &str, tasks: u32, task: u32) -> String {
+    format!("strait.{flow}.{tasks}.{task}")
+}
+
+struct Lane {
+    producer: TargetProducer,
+    /// Exactly-once: the task whose partitions this producer writes.
+    task: u32,
+    /// Exactly-once: whether this lane's part of the current commit is done.
+    committed: bool,
+}
+
+/// One producer, or one per owned task.
+pub struct Lanes {
+    lanes: Vec<Lane>,
+    /// Exactly-once: `tasks.max`, which maps a source partition to its task.
+    tasks: Option<u32>,
+}
+
+impl Lanes {
+    /// At-least-once: every record goes through `producer`.
+    pub fn single(producer: TargetProducer) -> Self {
+        Self {
+            lanes: vec![Lane {
+                producer,
+                task: 0,
+                committed: false,
+            }],
+            tasks: None,
+        }
+    }
+
+    /// Exactly-once: one transactional producer per owned task, each already past
+    /// `init_transactions`.
+    pub fn transactional(producers: Vec<(u32, TargetProducer)>, tasks: u32) -> Self {
+        let lanes = producers
+            .into_iter()
+            .map(|(task, producer)| Lane {
+                producer,
+                task,
+                committed: false,
+            })
+            .collect();
+        Self {
+            lanes,
+            tasks: Some(tasks.max(1)),
+        }
+    }
+
+    /// Whether records and positions are written in transactions.
+    pub fn transactional_mode(&self) -> bool {
+        self.tasks.is_some()
+    }
+
+    /// The lane that writes source partition `partition`'s records and positions; `None` when
+    /// this process owns no task for it.
+    pub fn lane_of(&self, partition: i32) -> Option<usize> {
+        match self.tasks {
+            None => Some(0),
+            Some(count) => {
+                let task = partition.rem_euclid(count as i32) as u32;
+                self.lanes.iter().position(|l| l.task == task)
+            }
+        }
+    }
+
+    /// The producer of lane `lane` (from [`Lanes::lane_of`]).
+    pub fn producer(&self, lane: usize) -> &TargetProducer {
+        &self.lanes[lane.min(self.lanes.len() - 1)].producer
+    }
+
+    /// Serves delivery reports of every lane, waiting up to `timeout` on the first.
+    pub fn poll(&self, timeout: Duration) {
+        for (i, lane) in self.lanes.iter().enumerate() {
+            lane.producer.poll(if i == 0 { timeout } else { Duration::ZERO });
+        }
+    }
+
+    /// Records and position writes not yet acknowledged, over every lane.
+    pub fn in_flight(&self) -> i32 {
+        self.lanes.iter().map(|l| l.producer.in_flight_count()).sum()
+    }
+
+    /// Exactly-once: opens a transaction on every lane.
+    pub fn begin(&mut self) -> Result<(), KafkaError> {
+        for lane in &mut self.lanes {
+            lane.producer.begin_transaction()?;
+            lane.committed = false;
+        }
+        Ok(())
+    }
+
+    /// Exactly-once: commits every lane's open transaction, waiting at most `wait` per lane:
+    /// `Ok(true)` once all are committed, `Ok(false)` while one is still under way (call again;
+    /// librdkafka resumes it). Call only when nothing is in flight, so no call waits on a flush.
+    pub fn commit(&mut self, wait: Duration) -> Result<bool, KafkaError> {
+        for lane in self.lanes.iter_mut().filter(|l| !l.committed) {
+            match lane.producer.commit_transaction(wait) {
+                Ok(()) => lane.committed = true,
+                Err(e) if resumable(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Whether a transactional call timed out and may be called again to carry on.
+fn resumable(e: &KafkaError) -> bool {
+    match e {
+        KafkaError::Transaction(e) => e.is_retriable() && !e.txn_requires_abort(),
+        KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut) => true,
+        _ => false,
+    }
+}
