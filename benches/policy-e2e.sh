@@ -9,19 +9,13 @@ cd "$(dirname "$0")/.."
 RECORDS=${1:-1000000}
 SIZE=${2:-100}
 ROUNDS=${3:-2}
-K=scripts/kafka.sh
 . benches/lib.sh
 scripts/ensure-toolchain.sh
 cargo build --release --quiet
 cargo build --release --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2
 HOOK=$PWD/plugins/target/wasm32-wasip2/release/strait_policy_header_filter.wasm
-EAST=$($K start us-east 3 19092)
-WEST=$($K start us-west 1 29092)
 SOURCE=bench-e2e-$SIZE-$$
-$K topics us-east --create --topic "$SOURCE" --partitions 6 --replication-factor 1 >/dev/null
-echo "loading $RECORDS records of $SIZE B into $SOURCE" >&2
-$K tool org.apache.kafka.tools.ProducerPerformance --topic "$SOURCE" --num-records "$RECORDS" --record-size "$SIZE" \
-  --throughput -1 --bootstrap-server "$EAST" --command-property acks=1 linger.ms=10 batch.size=262144 >/dev/null
+load_backlog "$SOURCE" "$RECORDS" "$SIZE"
 
 run() { # $1 = label, $2 = extra config lines. A source alias per run gives each run a fresh
        # remote topic and position topic, so every run drains the whole backlog.
