@@ -343,10 +343,7 @@ impl FlowScope<'_> {
             tasks: self.parse_or("tasks.max", 12u32)?.max(1),
             group_session_timeout: Duration::from_millis(self.parse_or("strait.group.session.timeout.ms", 10_000u64)?),
             exactly_once: self.exactly_once()?,
-            transaction_interval: Duration::from_millis(positive(
-                "transaction.boundary.interval.ms",
-                positive("offset.flush.interval.ms", 1000)?,
-            )?),
+            transaction_interval: self.transaction_interval(positive("offset.flush.interval.ms", 1000)?)?,
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
             refresh_topics: self.parse_or("refresh.topics.enabled", true)?,
@@ -387,6 +384,26 @@ impl FlowScope<'_> {
             key: key.into(),
             reason: format!("is not a valid list of regexes: {e}"),
         })
+    }
+
+    /// `transaction.boundary.interval.ms`, by default `flush_ms`. Transactions time out at three
+    /// times the interval, and brokers allow at most 15 minutes by default
+    /// (`transaction.max.timeout.ms`), hence the 5-minute bound.
+    fn transaction_interval(&self, flush_ms: u64) -> Result<Duration, ConfigError> {
+        const MAX_MS: u64 = 300_000;
+        let ms: u64 = self.parse_or("transaction.boundary.interval.ms", flush_ms)?;
+        if ms == 0 || (ms > MAX_MS && self.exactly_once()?) {
+            let (line, key) = match self.get("transaction.boundary.interval.ms") {
+                Some(p) => (p.line, p.key.clone()),
+                None => (self.get("offset.flush.interval.ms").map_or(0, |p| p.line), "offset.flush.interval.ms".to_string()),
+            };
+            return Err(ConfigError::BadValue {
+                line,
+                key,
+                reason: format!("gives exactly-once a commit interval of {ms} ms; use 1 to {MAX_MS} (transactions time out at three times it)"),
+            });
+        }
+        Ok(Duration::from_millis(ms))
     }
 
     /// MM2's `exactly.once.source.support`: `enabled` turns transactions on; `preparing` (a
@@ -580,5 +597,7 @@ b.producer.linger.ms = 20
         assert_eq!(cfg.flows[0].transaction_interval, Duration::from_millis(250));
         let bad = Config::parse(&format!("{base}exactly.once.source.support = yes\n")).unwrap_err();
         assert!(bad.to_string().contains("line 7") && bad.to_string().contains("`enabled`"), "{bad}");
+        let long = Config::parse(&format!("{base}exactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 600000\n")).unwrap_err();
+        assert!(long.to_string().contains("line 8") && long.to_string().contains("300000"), "{long}");
     }
 }

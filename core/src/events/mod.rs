@@ -122,7 +122,7 @@ impl PositionsLoaded<'_> {
     }
 }
 
-/// Acknowledged positions were written to the position topic.
+/// Acknowledged positions were stored in the position topic (in a transactional mode: committed).
 pub struct PositionsStored<'a> {
     /// `source->target`.
     pub flow: &'a str,

@@ -108,6 +108,9 @@ struct Flow {
     then: Then,
     /// The flow's membership in its group on the target.
     membership: Option<Membership>,
+    /// Memberships a reload replaced, left once the flow has stopped: its last positions are
+    /// stored under them.
+    retiring: Vec<Membership>,
     /// The tasks this process runs; `None` until the group first says.
     tasks: Option<Tasks>,
     /// Revocations waiting for the flow to have stored its positions.
@@ -231,6 +234,7 @@ impl Supervisor {
             backoff: Backoff::default(),
             then: Then::Stay,
             membership: Some(membership),
+            retiring: Vec::new(),
             tasks: None,
             revoked: Vec::new(),
         };
@@ -388,6 +392,10 @@ impl Supervisor {
         for done in f.revoked.drain(..) {
             let _ = done.send(());
         }
+        for old in f.retiring.drain(..) {
+            old.leave();
+            self.leaving.push(old);
+        }
         let reason = error.to_string();
         if self.options.fail_fast {
             self.set_state(name, State::Stopped, &reason);
@@ -419,6 +427,10 @@ impl Supervisor {
         // Its positions are stored: the group may hand the revoked tasks on.
         for done in f.revoked.drain(..) {
             let _ = done.send(());
+        }
+        for old in f.retiring.drain(..) {
+            old.leave();
+            self.leaving.push(old);
         }
         match f.then {
             Then::Restart => {

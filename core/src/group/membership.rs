@@ -117,7 +117,7 @@ impl Membership {
             .spawn(move || {
                 while !stop_flag.load(Ordering::Relaxed) {
                     let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
-                    member_session.set(None);
+                    member_session.set(None, BTreeSet::new());
                     if let Err(error) = result {
                         let _ = events.send(GroupEvent::Failed {
                             flow: flow.name(),
@@ -190,7 +190,8 @@ impl ConsumerContext for Context {
         // A cooperative revocation comes with the new generation already given: the positions
         // stored now are this member's to store. A lost assignment's are not: this process is
         // no member any more, and whoever owns its tasks now may have stored newer ones.
-        self.session.set(if consumer.assignment_lost() { None } else { consumer.group_metadata() });
+        // The revoked tasks stay the member's until the flow stored their positions.
+        self.session.set(if consumer.assignment_lost() { None } else { consumer.group_metadata() }, owned(consumer));
         if self.leaving.load(Ordering::Relaxed) {
             return;
         }
@@ -220,11 +221,14 @@ impl ConsumerContext for Context {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if matches!(rebalance, Rebalance::Error(_)) {
-            self.session.set(None);
-            return;
+        match rebalance {
+            Rebalance::Error(_) => return self.session.set(None, BTreeSet::new()),
+            Rebalance::Assign(_) => self.session.set(consumer.group_metadata(), owned(consumer)),
+            // After a lost assignment the consumer's member id is already reset: nothing valid
+            // to record until the next assignment.
+            Rebalance::Revoke(_) if consumer.assignment_lost() => self.session.set(None, BTreeSet::new()),
+            Rebalance::Revoke(_) => self.session.retain(owned(consumer)),
         }
-        self.session.set(consumer.group_metadata());
         let tasks = owned(consumer);
         TasksChanged {
             flow: &self.flow,

@@ -28,5 +28,5 @@
 mod membership;
 mod session;
 
-pub use membership::{GroupEvent, Membership, Tasks};
+pub use membership::{group_id, GroupEvent, Membership, Tasks};
 pub use session::GroupSession;

@@ -17,8 +17,9 @@ use rdkafka::{Offset, TopicPartitionList};
 
 /// The membership of one flow, as the group coordinator knows it right now.
 pub struct GroupSession {
-    /// `None` while this process is no member (before joining, after losing its assignment).
-    metadata: Mutex<Option<ConsumerGroupMetadata>>,
+    /// The member id and generation (`None` while this process is no member: before joining,
+    /// after losing its assignment), and the tasks the coordinator gave with them.
+    current: Mutex<(Option<ConsumerGroupMetadata>, BTreeSet<u32>)>,
     /// The flow's tasks topic, whose partitions stand for its tasks.
     tasks_topic: String,
 }
@@ -26,16 +27,22 @@ pub struct GroupSession {
 impl GroupSession {
     pub(super) fn new(tasks_topic: String) -> Arc<Self> {
         Arc::new(Self {
-            metadata: Mutex::new(None),
+            current: Mutex::new((None, BTreeSet::new())),
             tasks_topic,
         })
     }
 
-    /// Records the member id and generation the coordinator last gave; `None` when they are no
-    /// longer valid. (A consumer that lost its assignment resets its member id, and the
-    /// coordinator skips its checks for an empty one: such metadata must never be sent.)
-    pub(super) fn set(&self, metadata: Option<ConsumerGroupMetadata>) {
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = metadata;
+    /// Records the member id and generation the coordinator last gave, and the tasks that go
+    /// with them; `None` when they are no longer valid. (A consumer that lost its assignment
+    /// resets its member id, and the coordinator skips its checks for an empty one: such
+    /// metadata must never be sent.)
+    pub(super) fn set(&self, metadata: Option<ConsumerGroupMetadata>, tasks: BTreeSet<u32>) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (metadata, tasks);
+    }
+
+    /// Narrows the tasks after a revocation, keeping the membership.
+    pub(super) fn retain(&self, tasks: BTreeSet<u32>) {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).1 = tasks;
     }
 
     /// Adds the membership to `producer`'s open transaction, for the tasks `owned`, waiting at
@@ -46,9 +53,10 @@ impl GroupSession {
         for &task in owned {
             offsets.add_partition_offset(&self.tasks_topic, task as i32, Offset::Offset(0))?;
         }
-        let metadata = self.metadata.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(metadata) = metadata.as_ref() else {
-            // What the coordinator would answer a member it dropped.
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        // A writer of tasks handed on since (one that outlived its flow) is refused here, as
+        // the coordinator refuses a member it dropped.
+        let (Some(metadata), true) = (current.0.as_ref(), owned.is_subset(&current.1)) else {
             return Err(KafkaError::Global(RDKafkaErrorCode::UnknownMemberId));
         };
         producer.send_offsets_to_transaction(&offsets, metadata, wait)

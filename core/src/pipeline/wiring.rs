@@ -18,7 +18,7 @@ use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
 use crate::cluster::TopicSpec;
 use crate::config::{ClusterConfig, Config, FlowConfig, SyncLocation};
-use crate::group::{GroupSession, Tasks};
+use crate::group::{group_id, GroupSession, Tasks};
 use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::checkpoints::{CheckpointTask, Groups};
@@ -105,7 +105,7 @@ pub fn build_flow(
     // tasks' previous owners and aborts what they left open, so the positions read next are
     // final for every owned partition.
     let deliveries = Deliveries::new(flow.offset_syncs.map(|c| c.max_lag));
-    let (lanes, position_writer) = target_producers(target, flow, tasks, session, &deliveries)?;
+    let (lanes, position_writer) = target_producers(target, flow, &group_id(config, flow), tasks, session, &deliveries)?;
     let positions = load_positions(target, &flow.target_admin, &target_admin, source.alias.as_str(), flow.offset_storage_replication_factor, REACH_TIMEOUT * 4)?;
     PositionsLoaded { flow: &name, topic: &positions_topic(source.alias.as_str()), partitions: positions.len() }.emit();
 
@@ -260,6 +260,11 @@ pub fn build_flow(
     Ok(FlowParts { stages: vec![Box::new(fetch.task(fetched_tx)), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
 }
 
+/// The position writer's transaction timeout, which bounds how long one that a killed process
+/// left open holds back readers of the position topic; librdkafka refuses record and socket
+/// timeouts beyond it, so an operator's larger ones are lowered for this producer.
+const POSITION_WRITER_TIMEOUTS: &[(&str, &str)] = &[("transaction.timeout.ms", "30000"), ("message.timeout.ms", "30000"), ("socket.timeout.ms", "30000")];
+
 /// How long `init_transactions` may take: the coordinator first aborts what the task's previous
 /// owner left open.
 const INIT_TRANSACTIONS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -270,6 +275,7 @@ const INIT_TRANSACTIONS_TIMEOUT: std::time::Duration = std::time::Duration::from
 fn target_producers(
     target: &ClusterConfig,
     flow: &FlowConfig,
+    group: &str,
     tasks: &Tasks,
     session: Option<&Arc<GroupSession>>,
     deliveries: &Arc<Deliveries>,
@@ -293,8 +299,8 @@ fn target_producers(
         // open, which would hold back every reader of the position topic until it timed out.
         let mut writer = None;
         for &task in &tasks.owned {
-            let id = format!("{}.positions", transactional_id(&flow.name(), tasks.count, task));
-            let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str()), ("transaction.timeout.ms", "10000")]).collect();
+            let id = format!("{}.positions", transactional_id(group, tasks.count, task));
+            let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(POSITION_WRITER_TIMEOUTS.iter().copied()).collect();
             let producer: TargetProducer = create_client(target, &flow.producer, "producer", &[("linger.ms", "5")], &forced, DeliveryContext::new(deliveries.clone()))?;
             init(&producer, &id)?;
             writer.get_or_insert(producer);
@@ -311,11 +317,14 @@ fn target_producers(
     // A transactional producer may not wait forever on a record (`message.timeout.ms = 0`); it
     // waits out the transaction, and a timeout restarts the flow at its last commit.
     let defaults = [("linger.ms", "5"), ("queue.buffering.max.kbytes", kbytes.as_str()), ("queue.buffering.max.messages", messages.as_str())];
-    let name = flow.name();
+    // The coordinator aborts a transaction older than its timeout, so it must well exceed the
+    // commit interval; librdkafka refuses record and socket timeouts beyond it.
+    let timeout = flow.transaction_interval.saturating_mul(3).max(std::time::Duration::from_secs(60)).as_millis().to_string();
+    let timeouts = [("transaction.timeout.ms", timeout.as_str()), ("message.timeout.ms", timeout.as_str()), ("socket.timeout.ms", "60000")];
     let mut producers = Vec::with_capacity(share);
     for &task in &tasks.owned {
-        let id = transactional_id(&name, tasks.count, task);
-        let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).collect();
+        let id = transactional_id(group, tasks.count, task);
+        let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(timeouts).collect();
         let producer: TargetProducer = create_client(target, &flow.producer, "producer", &defaults, &forced, DeliveryContext::new(deliveries.clone()))?;
         init(&producer, &id)?;
         producers.push((task, producer));

@@ -83,8 +83,13 @@ impl Supervisor {
                     // Other settings are another replicator: leave the old group, join the one
                     // of the new settings, and start once it says which tasks are ours.
                     if let Some(old) = f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout)) {
-                        old.leave();
-                        self.leaving.push(old);
+                        if f.state.active() {
+                            // Left once the flow stopped, or its last positions would be refused.
+                            f.retiring.push(old);
+                        } else {
+                            old.leave();
+                            self.leaving.push(old);
+                        }
                     }
                     f.tasks = None;
                     if f.state.active() {

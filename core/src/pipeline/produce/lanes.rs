@@ -19,15 +19,17 @@ use super::delivery::DeliveryContext;
 /// A producer on the target that reports to the flow's deliveries.
 pub type TargetProducer = BaseProducer<DeliveryContext>;
 
-/// The `transactional.id` of task `task` of flow `flow` (`source->target`) split into `tasks`
-/// tasks. The task count is part of it because a task's partitions depend on it: a process
-/// still running with another `tasks.max` is no holder of the same partitions.
+/// The `transactional.id` of task `task` of the flow whose group is `group` (see
+/// [`crate::group::group_id`]), split into `tasks` tasks. The group names the flow and its
+/// settings, so processes running other configs of the flow (separate replicators) never fence
+/// each other; the task count is part of it because a task's partitions depend on it.
 ///
 /// ```
-/// assert_eq!(strait_core::pipeline::transactional_id("us-east->us-west", 12, 3), "strait.us-east->us-west.12.3");
+/// let id = strait_core::pipeline::transactional_id("strait.us-east->us-west.00ff", 12, 3);
+/// assert_eq!(id, "strait.us-east->us-west.00ff.12.3");
 /// ```
-pub fn transactional_id(flow: &str, tasks: u32, task: u32) -> String {
-    format!("strait.{flow}.{tasks}.{task}")
+pub fn transactional_id(group: &str, tasks: u32, task: u32) -> String {
+    format!("{group}.{tasks}.{task}")
 }
 
 struct Lane {
@@ -134,7 +136,7 @@ impl Lanes {
 }
 
 /// Whether a transactional call timed out and may be called again to carry on.
-fn resumable(e: &KafkaError) -> bool {
+pub(super) fn resumable(e: &KafkaError) -> bool {
     match e {
         KafkaError::Transaction(e) => e.is_retriable() && !e.txn_requires_abort(),
         KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut) => true,

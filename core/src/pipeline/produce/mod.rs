@@ -94,6 +94,17 @@ pub struct ProduceTask {
     metadata_asked: Option<Instant>,
     /// Exactly-once: where the open transaction stands.
     transaction: Transaction,
+    /// Position writes handed to a producer but not yet known to be stored (committed, in a
+    /// transactional mode): counted once they are.
+    unconfirmed: Unconfirmed,
+}
+
+/// Counts of position writes not yet confirmed.
+#[derive(Default)]
+struct Unconfirmed {
+    partitions: usize,
+    runs: usize,
+    mapping_bytes: usize,
 }
 
 /// Exactly-once: the open transaction of every lane.
@@ -103,6 +114,9 @@ struct Transaction {
     began: Option<Instant>,
     /// Set while committing: no record is sent until the commit is done.
     committing: Option<Commit>,
+    /// A position record of the open transaction could not be handed to its producer: the
+    /// transaction must not commit.
+    unwritable: Option<String>,
 }
 
 /// A commit under way: first every record is acknowledged, then the positions they reach are
@@ -216,7 +230,7 @@ impl ProduceTask {
         self.stage.count_acks();
         if !self.stage.lanes.transactional_mode() {
             self.stage.emit_offset_syncs();
-            self.writer_outcome(Duration::ZERO);
+            self.writer_outcome(Duration::ZERO).map_err(Halt::Failed)?;
             if self.last_store.elapsed() >= self.stage.flush_interval {
                 self.store_positions();
                 self.last_store = Instant::now();
@@ -229,15 +243,24 @@ impl ProduceTask {
     /// `wait`; `true` while it is still being written. Refused positions (the group moved this
     /// process's tasks on, say) are written again at the next flush if this process still owns
     /// them.
-    fn writer_outcome(&mut self, wait: Duration) -> bool {
-        let Some(writer) = self.stage.position_writer.as_mut() else { return false };
+    fn writer_outcome(&mut self, wait: Duration) -> Result<bool, FlowError> {
+        let Some(writer) = self.stage.position_writer.as_mut() else { return Ok(false) };
         match writer.outcome(wait) {
-            Outcome::Pending => true,
-            Outcome::Idle => false,
+            Outcome::Pending => Ok(true),
+            Outcome::Idle => Ok(false),
+            Outcome::Committed => {
+                self.stored();
+                Ok(false)
+            }
             Outcome::Failed(e) => {
+                self.unconfirmed = Unconfirmed::default();
                 FlowRetrying { flow: &self.stage.flow, what: &format!("positions not stored ({e}); they are written again while this process owns them") }.emit();
                 self.stage.deliveries.state().ledger.write_failed();
-                false
+                Ok(false)
+            }
+            Outcome::Broken(e) => {
+                self.stage.deliveries.state().ledger.write_failed();
+                Err(FlowError::Transaction { flow: self.stage.flow.clone(), what: format!("the position writer failed ({e})") })
             }
         }
     }
@@ -248,6 +271,9 @@ impl ProduceTask {
         self.stage.count_acks();
         if self.stage.lanes.in_flight() > 0 || !self.send_unstored() {
             return Ok(Step::Idle);
+        }
+        if let Some(e) = &self.transaction.unwritable {
+            return Err(Halt::Failed(FlowError::Transaction { flow: self.stage.flow.clone(), what: format!("a position write failed ({e})") }));
         }
         let Some(commit) = self.transaction.committing.as_mut() else { return Ok(Step::Idle) };
         if !commit.positions_queued {
@@ -262,6 +288,7 @@ impl ProduceTask {
         }
         let took = commit.started.elapsed();
         TransactionsCommitted { flow: &self.stage.flow, took }.emit();
+        self.stored();
         // Only now are the records the syncs point at readable on the target.
         self.stage.emit_offset_syncs();
         self.transaction = Transaction::default();
@@ -285,8 +312,15 @@ impl ProduceTask {
         let now = Instant::now();
         let transactional = self.stage.lanes.transactional_mode();
         // A position transaction under way ends first: the last positions go in a new one.
-        if self.draining.as_ref().is_some_and(|d| !d.positions_queued && now < d.positions_until) && self.writer_outcome(wait.min(COMMIT_WAIT)) {
-            return Ok(Step::Idle);
+        if self.draining.as_ref().is_some_and(|d| !d.positions_queued && now < d.positions_until) {
+            match self.writer_outcome(wait.min(COMMIT_WAIT)) {
+                Ok(true) => return Ok(Step::Idle),
+                Ok(false) => {}
+                Err(e) => {
+                    FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }.emit();
+                    return Ok(Step::Finished);
+                }
+            }
         }
         let Some(drain) = self.draining.as_mut() else { return Ok(Step::Finished) };
         // librdkafka's count leaves out records already refused, which will never be acknowledged.
@@ -308,7 +342,18 @@ impl ProduceTask {
             }
             self.store_positions();
         }
-        let stored = self.send_unstored() && self.stage.lanes.in_flight() == 0 && !self.writer_outcome(wait.min(COMMIT_WAIT));
+        let writing = match self.writer_outcome(wait.min(COMMIT_WAIT)) {
+            Ok(writing) => writing,
+            Err(e) => {
+                FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }.emit();
+                return Ok(Step::Finished);
+            }
+        };
+        let stored = self.send_unstored() && self.stage.lanes.in_flight() == 0 && !writing;
+        if transactional && self.transaction.unwritable.is_some() {
+            FlowRetrying { flow: &self.stage.flow, what: "stopping with a transaction that lost a position write; the flow resumes at its last commit" }.emit();
+            return Ok(Step::Finished);
+        }
         let done = stored
             && (!transactional
                 || match self.stage.lanes.commit(wait.min(COMMIT_WAIT)) {
@@ -326,6 +371,7 @@ impl ProduceTask {
             FlowRetrying { flow: &self.stage.flow, what: "stopping before the target acknowledged everything; positions cover only what it did, a restart re-sends the rest" }.emit();
         }
         if transactional && done {
+            self.stored();
             self.stage.emit_offset_syncs();
         }
         if let Some(sink) = &self.stage.offset_syncs {
@@ -387,16 +433,29 @@ impl ProduceTask {
                     // A position goes with the records it covers: through their lane.
                     self.unstored.extend(record.and_then(|(partition, key, value)| Some((lanes.lane_of(partition)?, key, value))));
                 }
-                PositionsStored { flow: &self.stage.flow, partitions, runs, mapping_bytes }.emit();
+                drop(slots);
+                self.unconfirmed.partitions += partitions;
+                self.unconfirmed.runs += runs;
+                self.unconfirmed.mapping_bytes += mapping_bytes;
                 if let Some(writer) = self.stage.position_writer.as_mut() {
                     let batch = self.unstored.drain(..).map(|(_, key, value)| (key, value)).collect();
                     if !writer.hand_over(batch) {
                         self.stage.deliveries.state().ledger.write_failed();
                     }
+                } else if !self.stage.lanes.transactional_mode() {
+                    self.stored();
                 }
             }
         }
         self.send_unstored();
+    }
+
+    /// Counts the position writes just confirmed stored.
+    fn stored(&mut self) {
+        let u = std::mem::take(&mut self.unconfirmed);
+        if u.partitions + u.runs > 0 {
+            PositionsStored { flow: &self.stage.flow, partitions: u.partitions, runs: u.runs, mapping_bytes: u.mapping_bytes }.emit();
+        }
     }
 
     /// Hands queued position writes to their producers; `true` once none is left.
@@ -411,6 +470,12 @@ impl ProduceTask {
                     self.unstored.pop_front();
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => return false,
+                Err((e, _)) if self.stage.lanes.transactional_mode() => {
+                    // The transaction must not commit records without the positions they reach.
+                    self.transaction.unwritable.get_or_insert_with(|| e.to_string());
+                    self.unstored.clear();
+                    return true;
+                }
                 Err((e, _)) => {
                     FlowRetrying { flow: &self.stage.flow, what: &format!("a position write failed ({e}); rewriting positions") }.emit();
                     self.unstored.clear();
@@ -442,6 +507,7 @@ impl ProduceStage {
             draining: None,
             metadata_asked: None,
             transaction: Transaction::default(),
+            unconfirmed: Unconfirmed::default(),
         }
     }
 

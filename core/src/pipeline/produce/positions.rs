@@ -15,12 +15,14 @@ use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::delivery::Delivery;
-use super::lanes::TargetProducer;
+use super::lanes::{resumable, TargetProducer};
 use crate::group::GroupSession;
 
-/// How long one step of a position transaction may take before it is given up (and its
-/// positions written again at the next flush).
+/// How long one call into a position transaction may wait; a commit or abort that times out
+/// is resumed until [`GIVE_UP`].
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a commit or abort is resumed before the writer counts as broken.
+const GIVE_UP: Duration = Duration::from_secs(60);
 
 /// A position record: key, and value (`None` for a tombstone).
 pub type PositionRecord = (Vec<u8>, Option<Vec<u8>>);
@@ -28,7 +30,7 @@ pub type PositionRecord = (Vec<u8>, Option<Vec<u8>>);
 /// The position writer of one flow, as the produce stage sees it.
 pub struct PositionWriter {
     batches: Option<Sender<Vec<PositionRecord>>>,
-    outcomes: Receiver<Result<(), String>>,
+    outcomes: Receiver<Result<(), Failure>>,
     /// A batch was handed over and its outcome is not in yet.
     busy: bool,
 }
@@ -37,10 +39,24 @@ pub struct PositionWriter {
 pub enum Outcome {
     /// Still being written.
     Pending,
-    /// Nothing is under way (committed, or none handed over).
+    /// Nothing is under way.
     Idle,
-    /// Not stored; the positions must be written again.
+    /// The batch handed over last is committed.
+    Committed,
+    /// Not stored (the group refused this process, say); the positions must be written again.
     Failed(String),
+    /// The writer cannot go on (its producer failed for good, or its thread ended): the flow
+    /// must restart with a new one.
+    Broken(String),
+}
+
+/// Why a position transaction did not commit.
+#[derive(Debug)]
+enum Failure {
+    /// Aborted; the writer can take the next batch.
+    Refused(String),
+    /// The producer is unusable.
+    Broken(String),
 }
 
 impl PositionWriter {
@@ -51,11 +67,9 @@ impl PositionWriter {
         let (outcome_tx, outcomes) = crossbeam_channel::bounded(1);
         thread::Builder::new().name(format!("positions {flow}")).spawn(move || {
             for batch in batch_rx {
-                let outcome = write(&producer, &topic, &session, &owned, &batch);
-                if outcome.is_err() {
-                    let _ = producer.abort_transaction(STEP_TIMEOUT);
-                }
-                if outcome_tx.send(outcome.map_err(|e| e.to_string())).is_err() {
+                let outcome = write(&producer, &topic, &session, &owned, &batch).map_err(|e| abort(&producer, e));
+                let broken = matches!(outcome, Err(Failure::Broken(_)));
+                if outcome_tx.send(outcome).is_err() || broken {
                     return;
                 }
             }
@@ -68,13 +82,14 @@ impl PositionWriter {
     }
 
     /// Hands over one transaction's worth of position records; `false` while the last batch is
-    /// still being written (keep them for later).
+    /// still being written (keep them for later). A writer whose thread ended reports it as
+    /// [`Outcome::Broken`] next.
     pub fn hand_over(&mut self, batch: Vec<PositionRecord>) -> bool {
         if self.busy {
             return false;
         }
         let sent = self.batches.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
-        self.busy = sent;
+        self.busy = true;
         sent
     }
 
@@ -97,11 +112,15 @@ impl PositionWriter {
             Err(true) => Outcome::Pending,
             Err(false) => {
                 self.busy = false;
-                Outcome::Failed("the position writer stopped".into())
+                Outcome::Broken("the position writer's thread ended".into())
             }
             Ok(result) => {
                 self.busy = false;
-                result.map_or_else(Outcome::Failed, |()| Outcome::Idle)
+                match result {
+                    Ok(()) => Outcome::Committed,
+                    Err(Failure::Refused(e)) => Outcome::Failed(e),
+                    Err(Failure::Broken(e)) => Outcome::Broken(e),
+                }
             }
         }
     }
@@ -126,5 +145,30 @@ fn write(producer: &TargetProducer, topic: &str, session: &GroupSession, owned: 
         }
     }
     session.join_transaction(producer, owned, STEP_TIMEOUT)?;
-    producer.commit_transaction(STEP_TIMEOUT)
+    // A commit that timed out is in progress inside librdkafka: only resuming it ends it.
+    resume(GIVE_UP, || producer.commit_transaction(STEP_TIMEOUT))
+}
+
+/// Aborts the open transaction after `error`; whether the producer can take the next batch.
+fn abort(producer: &TargetProducer, error: KafkaError) -> Failure {
+    if let KafkaError::Transaction(e) = &error {
+        if e.is_fatal() {
+            return Failure::Broken(error.to_string());
+        }
+    }
+    match resume(GIVE_UP, || producer.abort_transaction(STEP_TIMEOUT)) {
+        Ok(()) => Failure::Refused(error.to_string()),
+        Err(e) => Failure::Broken(format!("{error}; aborting failed too: {e}")),
+    }
+}
+
+/// Calls `call` again while it times out in a way librdkafka resumes, for up to `limit`.
+fn resume(limit: Duration, mut call: impl FnMut() -> Result<(), KafkaError>) -> Result<(), KafkaError> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match call() {
+            Err(e) if resumable(&e) && std::time::Instant::now() < deadline => continue,
+            other => return other,
+        }
+    }
 }
