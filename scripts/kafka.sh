@@ -4,7 +4,8 @@
 #
 # Usage:
 #   kafka.sh fetch                                  download the Kafka jars into the cache (idempotent)
-#   kafka.sh start [--fresh] NAME BROKERS BASEPORT  start cluster NAME (or FRESH=1); last stdout line = bootstrap
+#   kafka.sh start [--fresh] [--authorizer] NAME BROKERS BASEPORT
+#                                                   start cluster NAME (or FRESH=1); last stdout line = bootstrap
 #   kafka.sh stop NAME                              stop NAME's nodes (TERM, then KILL after 20 s); no-op if stopped
 #   kafka.sh stop-all                               stop every cluster under the state dir
 #   kafka.sh bootstrap NAME                         print NAME's bootstrap servers (127.0.0.1:p1,127.0.0.1:p2,...)
@@ -19,6 +20,11 @@
 # controller on 127.0.0.1:BASEPORT+100. State lives in
 # ${STRAIT_KAFKA_DIR:-/tmp/strait-kafka}/NAME/node-i/ (server.properties, data/,
 # broker.log, stdout.log, pid); jars in ${STRAIT_CACHE:-~/.cache/strait}/kafka-VERSION/libs.
+# --authorizer: KRaft's StandardAuthorizer on every node, with super.users=User:ANONYMOUS; all
+# listeners are PLAINTEXT, so every client, broker and controller is ANONYMOUS and keeps full
+# access, while ACLs can be created, described, and are enforced for other principals. It is part
+# of the cluster's saved settings (cluster.conf): restarts keep it, and a start with the other
+# choice is refused until --fresh.
 # Environment: EXTRA_BROKER_PROPS (newline-separated key=value, appended to every
 # node's server.properties), FRESH=1, STRAIT_KAFKA_START_TIMEOUT (seconds, default 90),
 # STRAIT_LOG_LEVEL (tool/topics default WARN, mm2 INFO), JAVA (java binary).
@@ -46,7 +52,7 @@ STOP_TIMEOUT=20
 # All chatter goes to stderr: callers take the bootstrap from stdout.
 log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { sed -n '5,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '5,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 # ---------------------------------------------------------------- fetch
 fetch() {
@@ -120,7 +126,7 @@ bootstrap_of() {
 
 # ---------------------------------------------------------------- start
 write_props() {
-  local dir=$1 i=$2 brokers=$3 baseport=$4
+  local dir=$1 i=$2 brokers=$3 baseport=$4 authorizer=$5
   local port=$((baseport + i)) cport=$((baseport + 100))
   local rf=$((brokers < 3 ? brokers : 3)) isr=$((brokers < 2 ? brokers : 2))
   local roles=broker listeners="PLAINTEXT://127.0.0.1:$port"
@@ -152,6 +158,13 @@ log.segment.bytes=16777216
 # The compacted-source test needs the cleaner to look often (the default is every 15 s).
 log.cleaner.backoff.ms=1000
 EOF
+  if ((authorizer)); then
+    cat >>"$dir/server.properties" <<EOF
+# start --authorizer: ACLs are enforced; ANONYMOUS (every PLAINTEXT client, broker and controller) may do anything.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+EOF
+  fi
   [[ -z ${EXTRA_BROKER_PROPS-} ]] || printf '%s\n' "$EXTRA_BROKER_PROPS" >>"$dir/server.properties"
 }
 
@@ -224,20 +237,32 @@ wait_ready() {
   done
 }
 
+# The saved settings of a cluster: "BROKERS BASEPORT", plus " authorizer" with --authorizer
+# (so clusters created before that option keep matching).
+cluster_conf() { echo "$1 $2${3:+ authorizer}"; }
+
 cmd_start() {
-  local fresh=${FRESH:-0}
-  [[ ${1-} == --fresh ]] && { fresh=1; shift; }
+  local fresh=${FRESH:-0} authorizer=
+  while [[ ${1-} == --* ]]; do
+    case $1 in
+      --fresh) fresh=1 ;;
+      --authorizer) authorizer=1 ;;
+      *) usage ;;
+    esac
+    shift
+  done
   (($# == 3)) || usage
-  local name=$1 brokers=$2 baseport=$3 cdir
+  local name=$1 brokers=$2 baseport=$3 cdir conf
   cdir=$(cluster_dir "$name")
   [[ $brokers =~ ^[1-9][0-9]?$ && $baseport =~ ^[1-9][0-9]{2,4}$ ]] || die "bad BROKERS/BASEPORT: $brokers $baseport"
   ((baseport + 100 <= 65535)) || die "BASEPORT too high"
+  conf=$(cluster_conf "$brokers" "$baseport" "$authorizer")
   fetch
   if [[ $fresh == 1 ]]; then do_stop "$name"; rm -rf "$cdir"; fi
 
   if [[ -f $cdir/cluster.conf ]]; then
-    [[ $(<"$cdir/cluster.conf") == "$brokers $baseport" ]] ||
-      die "cluster '$name' exists as '$(<"$cdir/cluster.conf")' (BROKERS BASEPORT); use start --fresh to recreate it"
+    [[ $(<"$cdir/cluster.conf") == "$conf" ]] ||
+      die "cluster '$name' exists as '$(<"$cdir/cluster.conf")' (BROKERS BASEPORT [authorizer]), not '$conf'; use start --fresh to recreate it"
   else
     mkdir -p "$cdir"
     # A Kafka cluster id is 16 random bytes, base64url without padding; ids
@@ -248,7 +273,7 @@ cmd_start() {
     local i bs=
     for ((i = 0; i < brokers; i++)); do bs+="${bs:+,}127.0.0.1:$((baseport + i))"; done
     echo "$bs" >"$cdir/bootstrap"
-    echo "$brokers $baseport" >"$cdir/cluster.conf"
+    echo "$conf" >"$cdir/cluster.conf"
   fi
 
   local i dir all_up=1
@@ -263,7 +288,7 @@ cmd_start() {
     dir=$cdir/node-$i
     node_pid "$dir" >/dev/null && continue
     mkdir -p "$dir/data"
-    write_props "$dir" "$i" "$brokers" "$baseport"
+    write_props "$dir" "$i" "$brokers" "$baseport" "${authorizer:-0}"
     # Format only never-formatted nodes: a restart must keep its data.
     if [[ ! -f $dir/data/meta.properties ]]; then
       local extra=()
@@ -386,7 +411,9 @@ main() {
   case $cmd in
     fetch) fetch ;;
     start)
-      local n=${1-}; [[ $n == --fresh ]] && n=${2-}
+      local n=${1-} a
+      # The name is the first argument that is not an option.
+      for a in "$@"; do [[ $a == --* ]] || { n=$a; break; }; done
       lock_cluster "$n"; cmd_start "$@" ;;
     stop)
       (($# == 1)) || usage; check_name "$1"; [[ -d $STATE/$1 ]] || return 0

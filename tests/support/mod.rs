@@ -599,6 +599,13 @@ pub struct OwnCluster {
 }
 
 impl OwnCluster {
+    /// A cluster with KRaft's StandardAuthorizer (`kafka.sh start --authorizer`): ACLs can be
+    /// created, described and are enforced; the tests' ANONYMOUS clients are super users.
+    pub fn start_with_authorizer(name: &str, port: u16) -> Self {
+        let bootstrap = kafka_sh(&["start", "--fresh", "--authorizer", name, "1", &port.to_string()]);
+        Self { name: name.to_string(), bootstrap }
+    }
+
     pub fn start(name: &str, port: u16) -> Self {
         let bootstrap = kafka_sh(&["start", "--fresh", name, "1", &port.to_string()]);
         Self { name: name.to_string(), bootstrap }

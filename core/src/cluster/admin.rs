@@ -2,10 +2,14 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use std::collections::HashMap;
+
+use rdkafka::admin::{AdminClient, AdminOptions, ConfigEntry, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
 
+use super::acls::{create_topic_acls, describe_topic_acls, TopicAcl};
+use super::topic_configs::{incremental_alter_topic_configs, ConfigOp};
 use super::{create_client, ClusterError};
 use crate::config::{ClientSettings, ClusterConfig};
 
@@ -94,6 +98,40 @@ impl ClusterAdmin {
             reason: e.to_string(),
         })?;
         Ok(md.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect())
+    }
+
+    fn failed(&self, what: String, reason: impl ToString) -> ClusterError {
+        ClusterError::Client { alias: self.alias.clone(), what, reason: reason.to_string() }
+    }
+
+    /// Every config of each of `topics`. A topic the cluster could not describe (deleted
+    /// meanwhile) is left out.
+    pub fn topic_configs(&self, topics: &[&str]) -> Result<HashMap<String, Vec<ConfigEntry>>, ClusterError> {
+        if topics.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
+        let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+        let results = self.runtime.block_on(self.client.describe_configs(&specs, &opts)).map_err(|e| self.failed("describing topic configs".into(), e))?;
+        Ok(topics.iter().zip(results).filter_map(|(topic, r)| Some((topic.to_string(), r.ok()?.entries))).collect())
+    }
+
+    /// Changes `topic`'s configs by `ops` (IncrementalAlterConfigs): keys not named keep their values.
+    pub fn alter_topic_configs(&self, topic: &str, ops: &[(String, ConfigOp)]) -> Result<(), ClusterError> {
+        incremental_alter_topic_configs(self.client(), topic, ops, ADMIN_TIMEOUT).map_err(|reason| {
+            let hint = if reason.contains("AUTHORIZATION") { format!("; grant strait's principal ALTER_CONFIGS on `{topic}`") } else { String::new() };
+            self.failed(format!("changing the configs of topic `{topic}`"), format!("{reason}{hint}"))
+        })
+    }
+
+    /// Every literal and prefixed ACL on topics.
+    pub fn topic_acls(&self) -> Result<Vec<TopicAcl>, ClusterError> {
+        describe_topic_acls(self.client(), ADMIN_TIMEOUT).map_err(|reason| self.failed("describing topic ACLs".into(), reason))
+    }
+
+    /// Creates `acls`; those that exist already stay as they are.
+    pub fn create_topic_acls(&self, acls: &[TopicAcl]) -> Result<(), ClusterError> {
+        create_topic_acls(self.client(), acls, ADMIN_TIMEOUT).map_err(|reason| self.failed("creating topic ACLs".into(), reason))
     }
 
     /// Looks the topic up, then [`ClusterAdmin::ensure_topic`].

@@ -1,9 +1,12 @@
 //! Kafka clients for one cluster: built from the resolved settings, checked for reachability,
 //! and their errors turned into one line that names the cluster and the fix.
 
+mod acls;
 mod admin;
+mod ffi;
 mod group_offsets;
 mod shared;
+mod topic_configs;
 
 use std::time::Duration;
 
@@ -11,9 +14,11 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
 use rdkafka::error::KafkaError;
 
+pub use acls::{create_topic_acls, describe_topic_acls, AclOperation, TopicAcl};
 pub use admin::{AdminError, ClusterAdmin, Ensured, TopicSpec};
 pub use group_offsets::{list_group_offsets, GroupOffset};
 pub use shared::{ControlProducer, PerCluster};
+pub use topic_configs::{incremental_alter_topic_configs, ConfigOp};
 
 use crate::config::{ClientSettings, ClusterConfig};
 
