@@ -46,7 +46,7 @@ impl Ownership {
             }
             o.prefixes.push((prefix.trim().as_bytes().to_vec(), alias.trim().to_string()));
         }
-        o.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        o.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
         o.hash = get(HASH).unwrap_or("").split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
         if o.prefixes.is_empty() && o.hash.is_empty() {
             return Err(format!("key ownership needs `{PREFIXES}` or `{HASH}` (e.g. `{HASH} = us-east, us-west`)"));
