@@ -178,6 +178,29 @@ fn validate(path: &std::path::Path) -> anyhow::Result<()> {
             flow.refresh_interval.as_secs()
         );
         println!("  consumer {:?}\n  producer {:?}", flow.consumer, flow.producer);
+        // The filters act on what the source holds: shown when it answers, a note when not.
+        match strait_core::operator::preview_filters(&config, flow) {
+            Ok(preview) => {
+                for (what, list) in [("topics", &preview.topics), ("groups", &preview.groups), ("topic config keys", &preview.config_keys)] {
+                    let kept: Vec<&str> = list.iter().filter(|(_, why)| why.is_none()).map(|(n, _)| n.as_str()).collect();
+                    println!("  {what} kept ({}): {}", kept.len(), kept.join(", "));
+                    // Names the regexes leave out can be thousands: counted. Those a policy or a
+                    // rule refused are named.
+                    let mut by_list = std::collections::BTreeMap::<&str, usize>::new();
+                    for (name, why) in list.iter().filter_map(|(n, why)| why.map(|w| (n, w))) {
+                        if why.contains(" / ") || why.ends_with(".exclude") {
+                            *by_list.entry(why).or_default() += 1;
+                        } else {
+                            println!("    left out: {name} ({why})");
+                        }
+                    }
+                    for (why, n) in by_list {
+                        println!("    left out by {why}: {n}");
+                    }
+                }
+            }
+            Err(e) => println!("  filters not previewed: {e}"),
+        }
     }
     println!("{} warning(s)", config.warnings.len());
     Ok(())

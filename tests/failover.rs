@@ -319,3 +319,46 @@ fn latest_checkpoints(west: &str, group: &str, remote: &str, partitions: usize) 
     }
     (0..partitions as i32).map(|p| latest.get(&p).copied().unwrap_or(-1)).collect()
 }
+
+#[test]
+fn a_group_committed_at_the_start_of_an_empty_partition_fails_over_to_the_start_and_skips_nothing_later() {
+    let s = stand();
+    let topic = unique("empty-start");
+    create_topic(&s.east, &topic, 2, 3, &[]);
+    let group = unique("early-cg");
+    let latest_consumer = |bootstrap: &str| -> BaseConsumer {
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "latest")
+            .create()
+            .expect("consumer")
+    };
+    // The group starts before anything was produced: it commits 0 on both empty partitions.
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..2 {
+        tpl.add_partition_offset(&topic, p, Offset::Offset(0)).expect("tpl");
+    }
+    latest_consumer(&s.east).commit(&tpl, CommitMode::Sync).expect("commit 0 on us-east");
+
+    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
+    let remote = format!("us-east.{topic}");
+    assert_eq!(wait_for_group_sync(&s.west, &group, &remote, &[0, 0], &strait), vec![0, 0], "exact translation gives the start");
+
+    // Produced after the failover point and replicated before the consumer starts on us-west:
+    // with no commit there, `latest` would skip all of it.
+    let sent: Vec<TestRecord> = (0..100).map(|i| TestRecord::kv(i % 2, &format!("k{i}"), &format!("v{i}"))).collect();
+    produce(&s.east, &topic, &sent, &[]);
+    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 100), "log:\n{}", strait.log_text());
+    let c = latest_consumer(&s.west);
+    c.subscribe(&[&remote]).expect("subscribe");
+    let mut read = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while read < 100 && std::time::Instant::now() < deadline {
+        if let Some(Ok(_)) = c.poll(Duration::from_millis(200)) {
+            read += 1;
+        }
+    }
+    assert_eq!(read, 100, "the failed-over group skipped records produced after its commit");
+}

@@ -150,3 +150,86 @@ fn replacing_the_wasm_file_or_sighup_swaps_the_policy_between_batches_without_lo
     );
     assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 30));
 }
+
+#[test]
+fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_written_there() {
+    let s = stand();
+    let misbehave = plugin("misbehave");
+    let positions = "strait-offsets.us-east.internal";
+    for internal in [positions, "__consumer_offsets", "heartbeats", "us-east.heartbeats", "us-east.checkpoints.internal"] {
+        let topic = unique("route-internal");
+        create_topic(&s.east, &topic, 1, 1, &[]);
+        produce(&s.east, &topic, &(0..5).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect::<Vec<_>>(), &[]);
+        let extra = format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = route:{internal}\n", misbehave.display());
+        let mut bad = Strait::start(&east_to_west(&topic, &extra));
+        let status = bad.wait_exit(WAIT).unwrap_or_else(|| panic!("routing to {internal}: strait kept running; log:\n{}", bad.log_text()));
+        let log = bad.log_text();
+        let last = log.lines().last().unwrap_or_default();
+        assert!(!status.success(), "{log}");
+        assert!(
+            last.contains("records.on-batch") && last.contains(&format!("`{internal}`, an internal topic")),
+            "routing to {internal}: the error must name the hook and the topic:\n{log}"
+        );
+        assert_eq!(record_count(&s.west, &format!("us-east.{topic}")), 0, "nothing of the batch was written anywhere");
+        if internal == positions {
+            // The position topic holds strait's own records only: none of them passes the batch.
+            let stored = stored_positions(&s.west, &topic);
+            assert!(stored.values().flatten().all(|next| next.is_none_or(|n| n == 0)), "a position passed the refused batch: {stored:?}");
+        }
+    }
+}
+
+#[test]
+fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one_config_key() {
+    use support::groups::{committed_offsets, read_checkpoints, wait_for_group_sync};
+    let s = stand();
+    let (shared, private, late) = (format!("shared.{}", unique("orders")), format!("private.{}", unique("orders")), format!("shared.{}", unique("late")));
+    for topic in [&shared, &private] {
+        create_topic(&s.east, topic, 1, 1, &[("retention.ms", "123456789"), ("max.message.bytes", "2000000")]);
+        produce(&s.east, topic, &(0..10).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect::<Vec<_>>(), &[]);
+    }
+    let (shared_cg, private_cg) = (format!("shared.{}", unique("cg")), format!("private.{}", unique("cg")));
+    commit(&s.east, &private_cg, &shared, 5);
+    commit(&s.east, &shared_cg, &shared, 5);
+    let extra = format!(
+        "us-east->us-west.topics = {shared}, {private}, {late}\ngroups = {shared_cg}, {private_cg}\nreplication.policy.wasm = {}\nsync.topic.configs.interval.seconds = 1\n",
+        plugin("naming-convention").display()
+    );
+    let strait = Strait::start(&east_to_west(&shared, &extra));
+    let remote = format!("us-east.{shared}");
+    assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 10), "log:\n{}", strait.log_text());
+    wait_for_group_sync(&s.west, &shared_cg, &remote, &[5], &strait);
+
+    // Sentinels: a topic created later is discovered in a later round, and a later commit is
+    // checkpointed in a later round; the refused names had every chance by then.
+    create_topic(&s.east, &late, 1, 1, &[]);
+    assert!(wait_until(WAIT, || partition_count(&s.west, &format!("us-east.{late}")) == Some(1)), "log:\n{}", strait.log_text());
+    commit(&s.east, &shared_cg, &shared, 8);
+    wait_for_group_sync(&s.west, &shared_cg, &remote, &[8], &strait);
+    assert_eq!(partition_count(&s.west, &format!("us-east.{private}")), None, "filters.topic refused {private}");
+    assert!(read_checkpoints(&s.west, "us-east.checkpoints.internal", &private_cg).is_empty(), "filters.group refused {private_cg}");
+    assert_eq!(committed_offsets(&s.west, &private_cg, &remote, 1), vec![-1]);
+
+    let cluster = strait_core::config::ClusterConfig { alias: strait_core::config::ClusterAlias::new("west"), bootstrap_servers: s.west.clone(), line: 0 };
+    let admin = strait_core::cluster::ClusterAdmin::connect(&cluster, &Default::default()).expect("admin");
+    let own: std::collections::HashMap<String, Option<String>> = admin
+        .topic_configs(&[&remote])
+        .expect("describe")
+        .remove(&remote)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
+        .map(|e| (e.name, e.value))
+        .collect();
+    assert_eq!(own.get("max.message.bytes"), Some(&Some("2000000".to_string())), "{own:?}");
+    assert!(!own.contains_key("retention.ms"), "filters.topic-config dropped retention.ms: {own:?}");
+}
+
+/// Commits `offset` on partition 0 of `topic` for `group` (which has no members).
+fn commit(bootstrap: &str, group: &str, topic: &str, offset: i64) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    let c: BaseConsumer = rdkafka::config::ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().expect("consumer");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset)).expect("tpl");
+    c.commit(&tpl, CommitMode::Sync).expect("commit");
+}

@@ -23,7 +23,7 @@ use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupS
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{positions_topic, Mappings, TopicTail};
 use crate::pipeline::{FlowError, Periodic};
-use crate::policy::ReplicationPolicy;
+use crate::policy::{ReplicationPolicy, WasmFilters};
 
 /// How long catching up with a mapping topic may take per round.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -118,6 +118,8 @@ pub struct CheckpointTask {
     pub topics: TopicFilter,
     /// The flow's naming policy.
     pub naming: Box<dyn ReplicationPolicy>,
+    /// The flow's policy filters (`filters.group`).
+    pub filters: Arc<WasmFilters>,
     /// Groups on the source.
     pub source_groups: Arc<Groups>,
     /// Groups on the target.
@@ -158,7 +160,12 @@ impl CheckpointTask {
         let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
 
-        let groups: Vec<String> = self.source_groups.list()?.into_iter().filter(|g| g != "strait" && self.config.groups.matches(g)).collect();
+        let mut groups = Vec::new();
+        for group in self.source_groups.list()? {
+            if group != "strait" && self.config.groups.matches(&group) && self.filters.group(&group)? {
+                groups.push(group);
+            }
+        }
         let (mut written, mut moved_groups) = (0, 0);
         for group in &groups {
             let committed = self.source_groups.committed(group, &partitions)?;

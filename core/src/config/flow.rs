@@ -55,6 +55,13 @@ const FLOW_KEYS: &[&str] = &[
     "strait.group.session.timeout.ms",
     "exactly.once.source.support",
     "transaction.boundary.interval.ms",
+    "sync.topic.configs.enabled",
+    "sync.topic.configs.interval.seconds",
+    "config.properties.exclude",
+    "config.properties.blacklist",
+    "use.defaults.from",
+    "sync.topic.acls.enabled",
+    "sync.topic.acls.interval.seconds",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -97,7 +104,7 @@ impl TopicFilter {
     }
 }
 
-fn whole_name_regex(list: &str) -> Result<Regex, regex::Error> {
+pub(super) fn whole_name_regex(list: &str) -> Result<Regex, regex::Error> {
     let parts: Vec<&str> = list.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
     if parts.is_empty() {
         // An empty list matches nothing, as Java's Pattern of "" matches only the empty name.
@@ -119,7 +126,7 @@ fn is_known_mm2_key(key: &str) -> bool {
         || key.starts_with("group.filter.")
         || key.starts_with("dedicated.mode.")
         || key.starts_with("refresh.groups.")
-        || matches!(key, "consumer.poll.timeout.ms" | "admin.timeout.ms" | "sync.topic.acls.enabled")
+        || matches!(key, "consumer.poll.timeout.ms" | "admin.timeout.ms")
 }
 
 struct Scopes {
@@ -258,21 +265,21 @@ fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<S
     Ok(scopes)
 }
 
-struct FlowScope<'a> {
+pub(super) struct FlowScope<'a> {
     scopes: &'a Scopes,
     source: &'a str,
     target: &'a str,
 }
 
 impl FlowScope<'_> {
-    fn get(&self, key: &str) -> Option<&Property> {
+    pub(super) fn get(&self, key: &str) -> Option<&Property> {
         self.scopes
             .flow
             .get(&(self.source.to_string(), self.target.to_string(), key.to_string()))
             .or_else(|| self.scopes.top.get(key))
     }
 
-    fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ConfigError> {
+    pub(super) fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ConfigError> {
         match self.get(key) {
             None => Ok(default),
             Some(p) => p.value.trim().parse().map_err(|_| ConfigError::BadValue {
@@ -332,6 +339,8 @@ impl FlowScope<'_> {
             policy_wasm,
             policy_properties: policy_properties.into_iter().collect(),
             policy_clock: self.parse_or("strait.policy.clock", false)?,
+            topic_configs: self.topic_config_sync()?,
+            acl_sync: self.acl_sync()?,
             offset_syncs: self.offset_syncs()?,
             checkpoints: self.checkpoints()?,
             heartbeats: if self.parse_or("emit.heartbeats.enabled", true)? {
@@ -513,6 +522,7 @@ us-east->us-west.groups = orders-cg.*
 emit.checkpoints.enabled = true
 sync.group.offsets.enabled = true
 sync.topic.acls.enabled = false
+refresh.groups.interval.seconds = 10
 ";
 
     #[test]
@@ -525,7 +535,8 @@ sync.topic.acls.enabled = false
         assert_eq!(f.replication_factor, -1);
         assert_eq!(f.consumer.get("bootstrap.servers").map(|s| s.value.as_str()), Some("127.0.0.1:19092"));
         assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
-        assert!(cfg.warnings[0].contains("`sync.topic.acls.enabled`") && cfg.warnings[0].contains("line 10"));
+        assert!(cfg.warnings[0].contains("`refresh.groups.interval.seconds`") && cfg.warnings[0].contains("line 11"));
+        assert_eq!(f.acl_sync, None, "line 10 turns ACL sync off");
         let checkpoints = f.checkpoints.as_ref().expect("on by default");
         assert!(checkpoints.groups.matches("orders-cg-1") && !checkpoints.groups.matches("billing"));
         assert_eq!(checkpoints.sync_group_offsets, Some(Duration::from_secs(5)));

@@ -7,6 +7,7 @@
 mod client;
 mod flow;
 pub mod properties;
+mod sync;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 pub use client::{ClientRole, ClientSettings, Setting};
 pub use flow::{PolicyKind, TopicFilter};
+pub use sync::{TopicConfigSync, DEFAULT_CONFIG_PROPERTIES_EXCLUDE};
 
 /// The name an operator gives a cluster in `clusters = ...`, e.g. `us-east`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -115,6 +117,11 @@ pub struct FlowConfig {
     /// `conflicts.dead.letter.topic`: where records the conflict hook refuses go on the target,
     /// instead of being dropped.
     pub dead_letter_topic: Option<String>,
+    /// Topic config sync (`sync.topic.configs.enabled`, default true): which keys, how often.
+    /// Remote topics are created with the source's configs even when the periodic sync is off.
+    pub topic_configs: TopicConfigSync,
+    /// `sync.topic.acls.enabled` (default true) and `sync.topic.acls.interval.seconds`.
+    pub acl_sync: Option<Duration>,
     /// Offset syncs (`emit.offset-syncs.enabled`, default true): where and how often.
     pub offset_syncs: Option<OffsetSyncConfig>,
     /// Checkpoints and group offset sync (`emit.checkpoints.enabled`, default true).

@@ -9,12 +9,14 @@ mod exporter;
 mod flows;
 mod groups;
 mod partition;
+mod topics;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use exporter::{install_prometheus, MetricsError};
 pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
+pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};
 
 use metrics::{counter, gauge};
 use tracing::{error, info, warn};

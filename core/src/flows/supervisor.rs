@@ -16,6 +16,7 @@ mod reload;
 use crate::config::{Config, FlowConfig};
 use crate::events::{FlowStateChanged, ShutdownTimedOut};
 use crate::group::{GroupEvent, Membership, Tasks};
+use crate::policy::modified;
 use crate::pipeline::{build_flow, FlowControl, FlowEnded, FlowError, FlowParts, Pool, Shared};
 
 /// How often the supervisor looks at timers, files and signals when nothing else happens.
@@ -191,10 +192,6 @@ pub fn run(config: Config, options: RunOptions, signals: &Signals) -> Result<(),
             return Err(RunError::AllParked(reasons.join("; ")));
         }
     }
-}
-
-fn modified(path: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 impl Supervisor {

@@ -7,10 +7,12 @@
 
 mod failover;
 mod lag;
+mod preview;
 mod status;
 
 pub use failover::{apply_failover, plan_failover, FailoverPlan};
 pub use lag::PartitionLag;
+pub use preview::{preview_filters, FilterPreview};
 pub use status::{flow_status, FlowStatus};
 
 use std::collections::HashMap;

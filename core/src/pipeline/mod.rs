@@ -96,7 +96,7 @@ impl FlowError {
     pub fn is_transient(&self) -> bool {
         match self {
             FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => true,
-            FlowError::Discovery(e) => !matches!(e, DiscoveryError::Policy(_)),
+            FlowError::Discovery(e) => !matches!(e, DiscoveryError::Policy(_) | DiscoveryError::Sync(crate::topics::SyncError::Policy(_))),
             FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
         }
     }

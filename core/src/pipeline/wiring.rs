@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
@@ -24,8 +25,8 @@ use crate::heartbeats::HeartbeatEmitter;
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{load_positions, positions_topic, read_topic, TopicTail};
-use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, WasmNaming};
-use crate::topics::Discovery;
+use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
+use crate::topics::{Discovery, TopicSync};
 use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
@@ -96,10 +97,11 @@ pub fn build_flow(
 
     // A broken policy is found before any cluster is touched.
     let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
-    let source_admin = ClusterAdmin::connect(source, &flow.source_admin)?;
+    let source_admin = Arc::new(ClusterAdmin::connect(source, &flow.source_admin)?);
     check_reachable(source_admin.client(), source, REACH_TIMEOUT)?;
-    let target_admin = ClusterAdmin::connect(target, &flow.target_admin)?;
+    let target_admin = Arc::new(ClusterAdmin::connect(target, &flow.target_admin)?);
     check_reachable(target_admin.client(), target, REACH_TIMEOUT)?;
+    let policy_filters = policy.filters(flow)?;
 
     // The producers come first: in exactly-once mode their `init_transactions` fences the
     // tasks' previous owners and aborts what they left open, so the positions read next are
@@ -139,7 +141,10 @@ pub fn build_flow(
         filters.push(Box::new(ActiveActive::new(source.alias.as_str(), target.alias.as_str(), slots.clone(), provenance, conflicts)));
     }
     if let Some(component) = &policy.records {
-        filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow)));
+        let (s, t) = (source.alias.as_str(), target.alias.as_str());
+        let reserved = [positions_topic(s), naming.offset_syncs_topic(s)?, naming.offset_syncs_topic(t)?, naming.checkpoints_topic(s)?, naming.checkpoints_topic(t)?];
+        let guard = RouteGuard::new(Box::new(WasmNaming::new(policy.naming.instantiate(flow)?)), reserved)?;
+        filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow).guarding_routes(guard)));
     }
     let filter: Box<dyn RecordFilter> = match filters.len() {
         0 => Box::new(KeepAll),
@@ -200,6 +205,7 @@ pub fn build_flow(
                 target_alias: target.alias.to_string(),
                 config: cfg.clone(),
                 topics: flow.topics.clone(),
+                filters: policy_filters.clone(),
                 naming,
                 source_groups: shared.groups.get(source, &flow.consumer, || Groups::connect(source, &flow.consumer))?,
                 target_groups: shared.groups.get(target, &flow.target_admin, || Groups::connect(target, &flow.target_admin))?,
@@ -215,8 +221,22 @@ pub fn build_flow(
 
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
     let from_latest = start_from_latest(flow)?;
-    let mut discovery = Discovery::new(flow, naming, source_admin, target_admin, slots.clone(), positions, assign_tx).from_latest(from_latest).tasks(tasks.clone());
+    let mut discovery = Discovery::new(flow, naming, source_admin.clone(), target_admin.clone(), slots.clone(), positions, assign_tx)
+        .from_latest(from_latest)
+        .tasks(tasks.clone())
+        .filters(policy_filters.clone());
     discovery.discover()?;
+    // Configs and ACLs are the flow's, not a task's: the owner of task 0 keeps them in line.
+    let topic_sync = (tasks.leads() && (flow.topic_configs.interval.is_some() || flow.acl_sync.is_some())).then(|| TopicSync {
+        flow: name.clone(),
+        source: source_admin.clone(),
+        target: target_admin.clone(),
+        replicated: discovery.replicated(),
+        configs: flow.topic_configs.clone(),
+        filters: policy_filters.clone(),
+        acls: flow.acl_sync,
+        next: (Instant::now() + flow.topic_configs.interval.unwrap_or_default(), Instant::now()),
+    });
 
     // A start that owns no partition must not show the last start's count.
     AssignmentChanged { flow: &name, added: 0, total: 0 }.emit();
@@ -230,6 +250,9 @@ pub fn build_flow(
     }
     if let Some(emitter) = heartbeats {
         periodic.push(Box::new(emitter.ticker()));
+    }
+    if let Some(sync) = topic_sync {
+        periodic.push(Box::new(sync));
     }
     let checkpoints: Vec<Box<dyn Periodic>> = checkpoints.into_iter().map(|task| Box::new(task.ticker()) as Box<dyn Periodic>).collect();
 

@@ -7,9 +7,13 @@
 //! [`crate::pipeline::RecordFilter`], both backed by component instances.
 
 pub mod builtin;
+mod routes;
 mod wasm;
 
-pub use wasm::{request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmNaming};
+pub use routes::RouteGuard;
+
+pub(crate) use wasm::modified;
+pub use wasm::{request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmFilters, WasmNaming};
 
 use crate::config::FlowConfig;
 
@@ -40,6 +44,8 @@ pub struct FlowPolicy {
     pub records: Option<std::sync::Arc<PolicyComponent>>,
     /// The user's component, when it resolves active-active conflicts.
     pub conflicts: Option<std::sync::Arc<PolicyComponent>>,
+    /// The user's component, when it implements a topic, group or config filter.
+    pub filters: Option<std::sync::Arc<PolicyComponent>>,
 }
 
 impl FlowPolicy {
@@ -47,15 +53,25 @@ impl FlowPolicy {
     pub fn load(engine: &PolicyEngine, flow: &FlowConfig) -> Result<Self, PolicyError> {
         let builtin = engine.builtin(flow.policy)?;
         let Some(path) = &flow.policy_wasm else {
-            return Ok(Self { naming: builtin, records: None, conflicts: None });
+            return Ok(Self { naming: builtin, records: None, conflicts: None, filters: None });
         };
         let user = engine.load_file(path)?;
         let hooks = user.probe_hooks(flow)?;
         Ok(Self {
             naming: if hooks.naming { user.clone() } else { builtin },
             records: hooks.records.then(|| user.clone()),
-            conflicts: hooks.conflicts.then_some(user),
+            conflicts: hooks.conflicts.then(|| user.clone()),
+            filters: hooks.filters().then_some(user),
         })
+    }
+
+    /// The flow's topic, group and config filters: the user's component when it implements
+    /// any, otherwise filters that keep everything.
+    pub fn filters(&self, flow: &FlowConfig) -> Result<std::sync::Arc<WasmFilters>, PolicyError> {
+        Ok(std::sync::Arc::new(match &self.filters {
+            Some(component) => WasmFilters::new(component.instantiate(flow)?, flow),
+            None => WasmFilters::keep_all(),
+        }))
     }
 }
 

@@ -1,5 +1,12 @@
 //! Topic discovery: which source topics a flow replicates, their remote names, creating and
-//! growing them on the target, and handing new partitions to the fetcher.
+//! growing them on the target (with the source's configs), and handing new partitions to the
+//! fetcher; and the rounds that keep remote topics' configs and ACLs in line with the source.
+
+pub mod acls;
+pub mod configs;
+mod sync;
+
+pub use sync::{creation_configs, Replicated, SyncError, TopicSync};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,13 +16,13 @@ use crossbeam_channel::Sender;
 use rdkafka::Offset;
 
 use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec};
-use crate::config::{FlowConfig, TopicFilter};
+use crate::config::{FlowConfig, TopicConfigSync, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TasksIdle, TopicCreated, TopicDeleted};
 use crate::offsets::store::Positions;
 use crate::group::Tasks;
-use crate::offsets::SlotId;
+use crate::offsets::{Run, SlotId};
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
-use crate::policy::{is_cycle, PolicyError, ReplicationPolicy};
+use crate::policy::{is_cycle, PolicyError, ReplicationPolicy, WasmFilters};
 
 /// Why a discovery round failed.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +36,32 @@ pub enum DiscoveryError {
     /// The naming policy failed.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The source topic's configs could not be read.
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+}
+
+/// Why a flow does not replicate `topic`, or `None` when it does: not listed by `topics` /
+/// `topics.exclude`, internal, a cycle back to `target_alias`, or refused by `filters.topic`
+/// (asked last, so the policy sees only names the config lets through).
+pub fn topic_verdict(
+    topic: &str,
+    listed: &TopicFilter,
+    naming: &dyn ReplicationPolicy,
+    filters: &WasmFilters,
+    target_alias: &str,
+) -> Result<Option<&'static str>, PolicyError> {
+    Ok(if !listed.matches(topic) {
+        Some("topics / topics.exclude")
+    } else if naming.is_internal_topic(topic)? {
+        Some("internal")
+    } else if is_cycle(naming, topic, target_alias)? {
+        Some("came from the target (cycle)")
+    } else if !filters.topic(topic)? {
+        Some("filters.topic")
+    } else {
+        None
+    })
 }
 
 /// Finds source topics to replicate and prepares them on the target.
@@ -38,9 +71,12 @@ pub struct Discovery {
     target_alias: String,
     filter: TopicFilter,
     policy: Box<dyn ReplicationPolicy>,
+    filters: Arc<WasmFilters>,
+    topic_configs: TopicConfigSync,
+    replicated: Replicated,
     replication_factor: i32,
-    source: ClusterAdmin,
-    target: ClusterAdmin,
+    source: Arc<ClusterAdmin>,
+    target: Arc<ClusterAdmin>,
     slots: Slots,
     positions: Positions,
     /// Source topic → how many of its partitions were looked at, and the slots of those handed
@@ -61,13 +97,22 @@ pub struct Discovery {
 /// How long reading a partition's end may take.
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The first and next offsets of a partition.
+fn watermarks(admin: &ClusterAdmin, alias: &str, topic: &str, partition: i32) -> Result<(i64, i64), ClusterError> {
+    admin.client().fetch_watermarks(topic, partition, WATERMARK_TIMEOUT).map_err(|e| ClusterError::Client {
+        alias: alias.to_string(),
+        what: format!("reading the offsets of {topic}-{partition}"),
+        reason: e.to_string(),
+    })
+}
+
 impl Discovery {
     /// Sets up discovery for `flow`; `positions` are where stored partitions resume.
     pub fn new(
         flow: &FlowConfig,
         policy: Box<dyn ReplicationPolicy>,
-        source: ClusterAdmin,
-        target: ClusterAdmin,
+        source: Arc<ClusterAdmin>,
+        target: Arc<ClusterAdmin>,
         slots: Slots,
         positions: Positions,
         fetcher: Sender<AssignmentChange>,
@@ -78,6 +123,9 @@ impl Discovery {
             target_alias: flow.target.to_string(),
             filter: flow.topics.clone(),
             policy,
+            filters: Arc::new(WasmFilters::keep_all()),
+            topic_configs: flow.topic_configs.clone(),
+            replicated: Replicated::default(),
             replication_factor: flow.replication_factor,
             source,
             target,
@@ -99,17 +147,27 @@ impl Discovery {
         self
     }
 
+    /// Asks the policy's `filters.topic` and `filters.topic-config` too.
+    pub fn filters(mut self, filters: Arc<WasmFilters>) -> Self {
+        self.filters = filters;
+        self
+    }
+
     /// Reads only the partitions of `tasks` (those this process owns in the flow's group).
     pub fn tasks(mut self, tasks: Tasks) -> Self {
         self.tasks = tasks;
         self
     }
 
-    /// MM2's `shouldReplicateTopic`: listed, not internal, and not already from the target.
+    /// The topics replicated so far, shared with the config and ACL rounds.
+    pub fn replicated(&self) -> Replicated {
+        self.replicated.clone()
+    }
+
+    /// MM2's `shouldReplicateTopic` (listed, not internal, and not already from the target),
+    /// then the policy's `filters.topic`.
     pub fn should_replicate(&self, topic: &str) -> Result<bool, PolicyError> {
-        Ok(self.filter.matches(topic)
-            && !self.policy.is_internal_topic(topic)?
-            && !is_cycle(self.policy.as_ref(), topic, &self.target_alias)?)
+        Ok(topic_verdict(topic, &self.filter, self.policy.as_ref(), &self.filters, &self.target_alias)?.is_none())
     }
 
     /// One round: returns how many partitions were newly handed to the fetcher.
@@ -172,6 +230,7 @@ impl Discovery {
                 self.positions.remove(&(topic.clone(), partition));
                 removed.push((slot, topic.clone(), partition));
             }
+            self.replicated.remove(&topic);
             TopicDeleted { flow: &self.flow, topic: &topic }.emit();
         }
         self.missing = still_missing;
@@ -181,27 +240,38 @@ impl Discovery {
     /// Creates or grows the remote topic of `topic` and adds slots for its new partitions.
     fn prepare(&mut self, topic: &str, partitions: i32, target_topics: &HashMap<String, i32>, new: &mut Vec<NewPartition>) -> Result<(), DiscoveryError> {
         let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
-        let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs: Vec::new() };
+        let existing = target_topics.get(&remote).copied();
+        // A remote topic is created with the source's configs, so a compacted topic is compacted
+        // on the target from its first record (KAFKA-12254).
+        let configs = match existing {
+            None => creation_configs(&self.source, topic, &self.topic_configs, &self.filters)?,
+            Some(_) => Vec::new(),
+        };
+        let spec = TopicSpec { name: remote.clone(), partitions, replication_factor: self.replication_factor, configs };
         let first_new = self.assigned.get(topic).map_or(0, |(seen, _)| *seen);
         // Ends are read before anything changes, so a failure here leaves the round to retry whole.
         let mut starts = Vec::new();
         for partition in (first_new..partitions).filter(|p| self.tasks.owns_partition(*p)) {
             let stored = self.positions.get(&(topic.to_string(), partition)).copied();
-            let start = match (stored, self.from_latest) {
-                (Some(s), _) => (Offset::Offset(s.next), None, s.open),
-                (None, true) => {
-                    let (_, end) = self.source.client().fetch_watermarks(topic, partition, WATERMARK_TIMEOUT).map_err(|e| ClusterError::Client {
-                        alias: self.source_alias.clone(),
-                        what: format!("reading the end of {topic}-{partition}"),
-                        reason: e.to_string(),
-                    })?;
-                    (Offset::Offset(end), Some(end), None)
+            let start = match stored {
+                Some(s) => (Offset::Offset(s.next), None, s.open),
+                None => {
+                    // A partition seen for the first time is anchored at once: its first offset
+                    // maps to where its first record will land on the target, so a group that
+                    // committed there (an empty partition, or one read from its end) translates
+                    // exactly before any record is replicated.
+                    let (low, end) = watermarks(&self.source, &self.source_alias, topic, partition)?;
+                    let landing = match existing {
+                        Some(n) if partition < n => watermarks(&self.target, &self.target_alias, &remote, partition)?.1,
+                        _ => 0,
+                    };
+                    let (offset, first) = if self.from_latest { (Offset::Offset(end), end) } else { (Offset::Beginning, low) };
+                    (offset, Some(first), Some(Run { upstream: first, downstream: landing, len: 0 }))
                 }
-                (None, false) => (Offset::Beginning, None, None),
             };
             starts.push((partition, start));
         }
-        match self.target.ensure_topic(&spec, target_topics.get(&remote).copied())? {
+        match self.target.ensure_topic(&spec, existing)? {
             Ensured::Created => TopicCreated { flow: &self.flow, topic: &remote, partitions }.emit(),
             Ensured::Grown { from } => PartitionsAdded { flow: &self.flow, topic: &remote, from, to: partitions }.emit(),
             Ensured::Unchanged => {}
@@ -224,6 +294,7 @@ impl Discovery {
             new.push(NewPartition { slot, topic: topic.to_string(), partition, start });
         }
         self.missing.remove(topic);
+        self.replicated.insert(topic, &remote);
         Ok(())
     }
 

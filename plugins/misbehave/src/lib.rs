@@ -1,14 +1,14 @@
 //! A policy that misbehaves on purpose, so strait's tests can show each failure is contained.
 //! `replication.policy.misbehave.mode` picks how: `refuse` (init says no), `trap` (panics in the
 //! record hook), `loop` (never returns), `alloc` (tries to take 4 GiB), `error` (returns an
-//! error), anything else behaves.
+//! error), `route:<topic>` (routes every record to `<topic>`), anything else behaves.
 
 use std::sync::OnceLock;
 
 wit_bindgen::generate!({ path: "../../wit", world: "policy" });
 
 use exports::strait::policy::{lifecycle, records};
-use strait::policy::types::{Batch, HookSet, Property, Verdict};
+use strait::policy::types::{Batch, Edit, HookSet, Property, Verdict};
 
 static MODE: OnceLock<String> = OnceLock::new();
 
@@ -48,6 +48,13 @@ impl records::Guest for Misbehave {
                 Ok(Verdict { drop: Vec::new(), edits: Vec::new() })
             }
             Some("error") => Err(format!("refusing a batch of {} records", records.timestamps.len())),
+            Some(mode) if mode.starts_with("route:") => {
+                let topic = mode["route:".len()..].to_string();
+                let edits = (0..records.timestamps.len() as u32)
+                    .map(|position| Edit { position, key: None, value: None, headers: None, timestamp: None, topic: Some(topic.clone()) })
+                    .collect();
+                Ok(Verdict { drop: Vec::new(), edits })
+            }
             _ => Ok(Verdict { drop: Vec::new(), edits: Vec::new() }),
         }
     }

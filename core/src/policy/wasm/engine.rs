@@ -9,6 +9,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
+use super::bindings::strait::policy::types::HookSet;
 use super::bindings::PolicyPre;
 use super::error::PolicyError;
 use super::instance::{HostState, PolicyInstance};
@@ -56,10 +57,36 @@ pub struct PolicyComponent {
 pub struct Hooks {
     /// `naming.*`.
     pub naming: bool,
+    /// `filters.topic`.
+    pub topic_filter: bool,
+    /// `filters.group`.
+    pub group_filter: bool,
+    /// `filters.topic-config`.
+    pub config_filter: bool,
     /// `records.on-batch`.
     pub records: bool,
     /// `conflicts.resolve`.
     pub conflicts: bool,
+}
+
+impl Hooks {
+    /// The hooks of a component's `hooks()` answer. Every flag of the contract maps to a hook
+    /// the host calls; a test holds this against `wit/policy.wit`.
+    pub(crate) fn from_set(set: HookSet) -> Self {
+        Self {
+            naming: set.contains(HookSet::NAMING),
+            topic_filter: set.contains(HookSet::TOPIC_FILTER),
+            group_filter: set.contains(HookSet::GROUP_FILTER),
+            config_filter: set.contains(HookSet::CONFIG_FILTER),
+            records: set.contains(HookSet::RECORDS),
+            conflicts: set.contains(HookSet::CONFLICTS),
+        }
+    }
+
+    /// Whether any of the three filters is implemented.
+    pub fn filters(&self) -> bool {
+        self.topic_filter || self.group_filter || self.config_filter
+    }
 }
 
 impl PolicyEngine {
@@ -146,5 +173,35 @@ impl PolicyComponent {
     /// Which hooks the component implements (instantiates it once to ask).
     pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
         Ok(self.instantiate(flow)?.hooks())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract's text, for checks that the host and the docs say what the WIT says.
+    fn contract() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/policy.wit")).expect("wit/policy.wit")
+    }
+
+    #[test]
+    fn every_hook_flag_of_the_contract_is_a_hook_the_host_calls() {
+        let wit = contract();
+        let flags = wit.split("flags hook-set {").nth(1).and_then(|rest| rest.split('}').next()).expect("hook-set in the WIT");
+        let names: Vec<&str> = flags.lines().map(str::trim).filter(|l| !l.starts_with("///") && !l.is_empty()).collect();
+        assert_eq!(names, ["naming,", "topic-filter,", "group-filter,", "config-filter,", "records,", "conflicts,"], "a flag was added: map it in Hooks::from_set");
+        let all = Hooks::from_set(HookSet::all());
+        let Hooks { naming, topic_filter, group_filter, config_filter, records, conflicts } = all;
+        assert!(naming && topic_filter && group_filter && config_filter && records && conflicts, "{all:?}");
+    }
+
+    #[test]
+    fn the_contract_and_the_plugin_guide_describe_the_same_init_keys() {
+        let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/README.md")).expect("plugins/README.md");
+        for (name, text) in [("wit/policy.wit", contract()), ("plugins/README.md", guide)] {
+            assert!(text.contains("every `replication.policy.*` key"), "{name} must say `init` gets every `replication.policy.*` key");
+            assert!(!text.contains("replication.policy.wasm.<name>"), "{name} describes a key scheme the host does not use");
+        }
     }
 }

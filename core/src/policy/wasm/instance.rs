@@ -5,7 +5,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::strait::policy::types::{Batch, HookSet, Incoming, KeyState, Property, Verdict};
+use super::bindings::strait::policy::types::{Batch, Incoming, KeyState, Property, Verdict};
 use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent};
 use super::error::PolicyError;
@@ -90,11 +90,7 @@ impl PolicyInstance {
             .call("init", |b, s| b.strait_policy_lifecycle().call_init(s, &source, &target, &properties))?
             .map_err(|message| PolicyError::Refused { plugin: instance.name.clone(), message })?;
         let set = instance.call("hooks", |b, s| b.strait_policy_lifecycle().call_hooks(s))?;
-        instance.hooks = Hooks {
-            naming: set.contains(HookSet::NAMING),
-            records: set.contains(HookSet::RECORDS),
-            conflicts: set.contains(HookSet::CONFLICTS),
-        };
+        instance.hooks = Hooks::from_set(set);
         Ok(instance)
     }
 

@@ -3,15 +3,20 @@
 
 mod engine;
 mod error;
+mod filters;
 mod instance;
 mod naming;
 mod records;
+mod reload;
 
 pub use engine::{PolicyComponent, PolicyEngine};
 pub use error::PolicyError;
 pub use instance::PolicyInstance;
 pub use naming::WasmNaming;
-pub use records::{request_reload, RecordHook};
+pub use filters::WasmFilters;
+pub use records::RecordHook;
+pub(crate) use reload::modified;
+pub use reload::request_reload;
 
 /// Bindings generated from the WIT contract.
 pub(crate) mod bindings {

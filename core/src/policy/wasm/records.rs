@@ -1,41 +1,26 @@
 //! The record hook: a batch crosses into the component as one packed buffer (see
 //! `types.batch` in the WIT), and only the records the verdict names are touched on the way back.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::bindings::strait::policy::types::{Batch as WitBatch, Verdict};
 use super::engine::PolicyEngine;
 use super::error::PolicyError;
 use super::instance::PolicyInstance;
+use super::reload::ReloadWatch;
 use crate::config::FlowConfig;
 use crate::events::{PolicyReloadFailed, PolicyReloaded};
 use crate::offsets::SlotId;
 use crate::pipeline::{Batch, Header, RecordFilter, Slots};
-
-/// Bumped on every SIGHUP (see [`request_reload`]); each hook reloads when it sees a new value.
-static RELOAD_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Asks every record hook loaded from a file to reload it before its next batch.
-pub fn request_reload() {
-    RELOAD_GENERATION.fetch_add(1, Ordering::Relaxed);
-}
+use crate::policy::RouteGuard;
 
 /// Where a hook's component came from, to load it again when it changes.
 struct Reload {
-    path: PathBuf,
+    watch: ReloadWatch,
     flow: FlowConfig,
-    modified: Option<SystemTime>,
-    generation: u64,
     /// A new instance being compiled on a thread of its own: compiling takes up to seconds,
     /// and the stage thread serves other flows meanwhile.
     loading: Option<crossbeam_channel::Receiver<Result<PolicyInstance, PolicyError>>>,
-}
-
-fn modified(path: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// `u32` entries per record in the packed index.
@@ -49,6 +34,7 @@ pub struct RecordHook {
     slots: Slots,
     packed: WitBatch,
     reload: Option<Reload>,
+    routes: Option<RouteGuard>,
 }
 
 impl RecordHook {
@@ -59,7 +45,14 @@ impl RecordHook {
             slots,
             packed: WitBatch { topics: Vec::new(), index: Vec::new(), timestamps: Vec::new(), data: Vec::new() },
             reload: None,
+            routes: None,
         }
+    }
+
+    /// Refuses edits that route a record to an internal topic (see [`RouteGuard`]).
+    pub fn guarding_routes(mut self, guard: RouteGuard) -> Self {
+        self.routes = Some(guard);
+        self
     }
 
     /// Reloads the component from `flow`'s `replication.policy.wasm` when the file changes or
@@ -67,10 +60,8 @@ impl RecordHook {
     pub fn reloading(mut self, flow: &FlowConfig) -> Self {
         if let Some(path) = &flow.policy_wasm {
             self.reload = Some(Reload {
-                path: path.clone(),
+                watch: ReloadWatch::new(path),
                 flow: flow.clone(),
-                modified: modified(path),
-                generation: RELOAD_GENERATION.load(Ordering::Relaxed),
                 loading: None,
             });
         }
@@ -84,7 +75,7 @@ impl RecordHook {
     fn reload_ready(&mut self) -> bool {
         let Some(r) = self.reload.as_mut() else { return true };
         let flow_name = r.flow.name();
-        let plugin = r.path.display().to_string();
+        let plugin = r.watch.path.display().to_string();
         if let Some(loading) = &r.loading {
             let loaded = match loading.try_recv() {
                 Ok(loaded) => loaded,
@@ -105,15 +96,11 @@ impl RecordHook {
         }
         // One stat per batch (about a microsecond) makes the swap land at the first batch after
         // the new instance is ready.
-        let generation = RELOAD_GENERATION.load(Ordering::Relaxed);
-        let now_modified = modified(&r.path);
-        if generation == r.generation && now_modified == r.modified {
+        if !r.watch.changed() {
             return true;
         }
-        r.generation = generation;
-        r.modified = now_modified;
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (path, flow) = (r.path.clone(), r.flow.clone());
+        let (path, flow) = (r.watch.path.clone(), r.flow.clone());
         let spawned = std::thread::Builder::new().name("policy reload".into()).spawn(move || {
             let loaded = PolicyEngine::shared()
                 .and_then(|engine| engine.load_file(&path))
@@ -247,7 +234,8 @@ impl RecordFilter for RecordHook {
         if verdict.drop.is_empty() && verdict.edits.is_empty() {
             return Ok(()); // "no change": the batch goes on untouched
         }
-        let bad = |what: String| PolicyError::Hook { plugin: self.instance.name().to_string(), hook: "records.on-batch", cause: what };
+        let plugin = self.instance.name().to_string();
+        let bad = |what: String| PolicyError::Hook { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
         let len = batch.records.len();
         for e in verdict.edits {
             let record = batch.records.get_mut(e.position as usize).ok_or_else(|| bad(format!("edit names record {} of {len}", e.position)))?;
@@ -264,6 +252,15 @@ impl RecordFilter for RecordHook {
                 record.timestamp = ts;
             }
             if let Some(topic) = e.topic {
+                if let Some(guard) = self.routes.as_mut() {
+                    if guard.is_internal(&topic)? {
+                        return Err(bad(format!(
+                            "edit routes record {} to `{topic}`, an internal topic (Kafka's, or a replicator's positions, offset syncs, checkpoints or heartbeats); \
+                             route to an ordinary topic",
+                            e.position
+                        )));
+                    }
+                }
                 record.route = Some(Arc::from(topic));
             }
         }

@@ -1,0 +1,148 @@
+//! `filters.topic`, `filters.group` and `filters.topic-config` of a component, each answer
+//! cached per name for the life of the instance: a round of discovery, checkpoints or config
+//! sync asks the component only about names it has not seen.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::engine::PolicyEngine;
+use super::error::PolicyError;
+use super::instance::PolicyInstance;
+use super::reload::ReloadWatch;
+use crate::config::FlowConfig;
+use crate::events::{PolicyReloadFailed, PolicyReloaded};
+
+/// How often a filter looks at its file for a replacement: names are asked in rounds, seconds
+/// apart, so a stat per call would buy nothing.
+const RELOAD_CHECK: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+struct Cache {
+    topics: HashMap<String, bool>,
+    groups: HashMap<String, bool>,
+    configs: HashMap<String, bool>,
+}
+
+struct Loaded {
+    /// `None`: no component filters this flow, every name is kept.
+    instance: Option<PolicyInstance>,
+    cache: Cache,
+    reload: Option<(ReloadWatch, FlowConfig, Instant)>,
+}
+
+/// The topic, group and config filters of a flow, shared by the threads that ask them.
+pub struct WasmFilters {
+    loaded: Mutex<Loaded>,
+}
+
+impl WasmFilters {
+    /// Filters answered by `instance`, loaded again from `flow`'s `replication.policy.wasm` when
+    /// the file changes or on SIGHUP (which drops every cached answer).
+    pub fn new(instance: PolicyInstance, flow: &FlowConfig) -> Self {
+        let reload = flow.policy_wasm.as_ref().map(|path| (ReloadWatch::new(path), flow.clone(), Instant::now()));
+        Self {
+            loaded: Mutex::new(Loaded {
+                instance: Some(instance),
+                cache: Cache::default(),
+                reload,
+            }),
+        }
+    }
+
+    /// Filters that keep every topic, group and config key (the built-in policies').
+    pub fn keep_all() -> Self {
+        Self {
+            loaded: Mutex::new(Loaded {
+                instance: None,
+                cache: Cache::default(),
+                reload: None,
+            }),
+        }
+    }
+
+    /// `filters.topic`: whether a source topic that passed `topics` / `topics.exclude` is replicated.
+    pub fn topic(&self, topic: &str) -> Result<bool, PolicyError> {
+        self.ask(
+            topic,
+            |i| i.hooks().topic_filter,
+            |c| &mut c.topics,
+            |i| i.call("filters.topic", |b, s| b.strait_policy_filters().call_topic(s, topic)),
+        )
+    }
+
+    /// `filters.group`: whether a group that passed `groups` / `groups.exclude` is checkpointed.
+    pub fn group(&self, group: &str) -> Result<bool, PolicyError> {
+        self.ask(
+            group,
+            |i| i.hooks().group_filter,
+            |c| &mut c.groups,
+            |i| i.call("filters.group", |b, s| b.strait_policy_filters().call_group(s, group)),
+        )
+    }
+
+    /// `filters.topic-config`: whether a config key that passed `config.properties.exclude` is synced.
+    pub fn topic_config(&self, key: &str) -> Result<bool, PolicyError> {
+        self.ask(
+            key,
+            |i| i.hooks().config_filter,
+            |c| &mut c.configs,
+            |i| i.call("filters.topic-config", |b, s| b.strait_policy_filters().call_topic_config(s, key)),
+        )
+    }
+
+    fn ask(
+        &self,
+        name: &str,
+        implements: impl Fn(&PolicyInstance) -> bool,
+        cache: impl Fn(&mut Cache) -> &mut HashMap<String, bool>,
+        call: impl FnOnce(&mut PolicyInstance) -> Result<bool, PolicyError>,
+    ) -> Result<bool, PolicyError> {
+        let mut guard = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        guard.reload_if_changed();
+        let loaded = &mut *guard;
+        let Some(instance) = loaded.instance.as_mut().filter(|i| implements(i)) else {
+            return Ok(true);
+        };
+        if let Some(answer) = cache(&mut loaded.cache).get(name) {
+            return Ok(*answer);
+        }
+        let answer = call(instance)?;
+        cache(&mut loaded.cache).insert(name.to_string(), answer);
+        Ok(answer)
+    }
+}
+
+impl Loaded {
+    /// Loads the component again when its file changed or a reload was asked for. Compiling
+    /// happens on the asking thread (a periodic one, never a stage); a file that does not load
+    /// keeps the running instance and its answers.
+    fn reload_if_changed(&mut self) {
+        let Some((watch, flow, checked)) = self.reload.as_mut() else { return };
+        if checked.elapsed() < RELOAD_CHECK {
+            return;
+        }
+        *checked = Instant::now();
+        if !watch.changed() {
+            return;
+        }
+        let (flow_name, plugin) = (flow.name(), watch.path.display().to_string());
+        match PolicyEngine::shared().and_then(|e| e.load_file(&watch.path)).and_then(|c| c.instantiate(flow)) {
+            Ok(instance) => {
+                self.instance = Some(instance);
+                self.cache = Cache::default();
+                PolicyReloaded {
+                    flow: &flow_name,
+                    plugin: &plugin,
+                }
+                .emit();
+            }
+            Err(e) => PolicyReloadFailed {
+                flow: &flow_name,
+                plugin: &plugin,
+                error: &e.to_string(),
+            }
+            .emit(),
+        }
+    }
+}
