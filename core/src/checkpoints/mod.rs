@@ -162,8 +162,14 @@ impl CheckpointTask {
 
         let mut groups = Vec::new();
         for group in self.source_groups.list()? {
-            if group != "strait" && self.config.groups.matches(&group) && self.filters.group(&group)? {
-                groups.push(group);
+            if group == "strait" || !self.config.groups.matches(&group) {
+                continue;
+            }
+            match self.filters.group(&group) {
+                Ok(true) => groups.push(group),
+                Ok(false) => {}
+                // A filter that fails holds back its group only, until a later round.
+                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit(),
             }
         }
         let (mut written, mut moved_groups) = (0, 0);

@@ -104,16 +104,16 @@ impl ClusterAdmin {
         ClusterError::Client { alias: self.alias.clone(), what, reason: reason.to_string() }
     }
 
-    /// Every config of each of `topics`. A topic the cluster could not describe (deleted
-    /// meanwhile) is left out.
-    pub fn topic_configs(&self, topics: &[&str]) -> Result<HashMap<String, Vec<ConfigEntry>>, ClusterError> {
+    /// Every config of each of `topics`, or why the cluster did not describe it (deleted
+    /// meanwhile, DESCRIBE_CONFIGS denied).
+    pub fn topic_configs(&self, topics: &[&str]) -> Result<HashMap<String, Result<Vec<ConfigEntry>, String>>, ClusterError> {
         if topics.is_empty() {
             return Ok(HashMap::new());
         }
         let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
         let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
         let results = self.runtime.block_on(self.client.describe_configs(&specs, &opts)).map_err(|e| self.failed("describing topic configs".into(), e))?;
-        Ok(topics.iter().zip(results).filter_map(|(topic, r)| Some((topic.to_string(), r.ok()?.entries))).collect())
+        Ok(topics.iter().zip(results).map(|(topic, r)| (topic.to_string(), r.map(|c| c.entries).map_err(|code| code.to_string()))).collect())
     }
 
     /// Changes `topic`'s configs by `ops` (IncrementalAlterConfigs): keys not named keep their values.

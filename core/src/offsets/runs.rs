@@ -190,6 +190,33 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_length_anchor_maps_a_partitions_start_before_any_record_and_gives_way_to_real_runs() {
+        // A partition first seen empty (or read from its end at 40), its remote partition at 7.
+        let anchor = run(40, 7, 0);
+        let mut m = PartitionMap::default();
+        m.open(anchor, 40);
+        assert_eq!(m.translate(40), Some(7), "a group at the start resumes where the first record will land");
+        assert_eq!(m.translate(39), None, "before the start nothing is known");
+        assert_eq!(m.translate_back(7), Some(40));
+
+        // The first record lands where the anchor said: the run simply grows.
+        let mut exact = RunTracker::resume(Some(anchor));
+        assert_eq!(exact.acked(40, 7), None);
+        assert_eq!(exact.open(), Some(run(40, 7, 1)));
+
+        // It lands later (retention moved the start, or another writer wrote to the target): the
+        // anchor closes and stays, and nothing is forgotten or skipped.
+        let mut later = RunTracker::resume(Some(anchor));
+        assert_eq!(later.acked(43, 9), Some(anchor));
+        m.closed(anchor);
+        m.open(run(43, 9, 5), 48);
+        assert_eq!(m.translate(40), Some(7), "re-reads the foreign records rather than skip");
+        assert_eq!(m.translate(42), Some(7), "in the gap: the same, never past the first record");
+        assert_eq!(m.translate(43), Some(9));
+        assert_eq!(m.translate(45), Some(11));
+    }
+
+    #[test]
     fn re_sent_runs_supersede_and_target_rewinds_forget() {
         let mut m = PartitionMap::default();
         m.closed(run(0, 0, 100));

@@ -63,7 +63,7 @@ pub fn preview_filters(config: &Config, flow: &FlowConfig) -> Result<FilterPrevi
 
     let kept: Vec<&str> = out.topics.iter().filter(|(_, v)| v.is_none()).map(|(t, _)| t.as_str()).collect();
     let mut keys: BTreeMap<String, Option<&'static str>> = BTreeMap::new();
-    for entries in admin.topic_configs(&kept)?.into_values() {
+    for entries in admin.topic_configs(&kept)?.into_values().flatten() {
         for e in entries
             .into_iter()
             .filter(|e| !e.is_read_only && !e.is_sensitive && e.source != rdkafka::admin::ConfigSource::StaticBroker)

@@ -69,7 +69,7 @@ impl FlowPolicy {
     /// any, otherwise filters that keep everything.
     pub fn filters(&self, flow: &FlowConfig) -> Result<std::sync::Arc<WasmFilters>, PolicyError> {
         Ok(std::sync::Arc::new(match &self.filters {
-            Some(component) => WasmFilters::new(component.instantiate(flow)?, flow),
+            Some(component) => WasmFilters::new(component.clone(), flow)?,
             None => WasmFilters::keep_all(),
         }))
     }

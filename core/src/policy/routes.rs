@@ -35,7 +35,13 @@ impl RouteGuard {
         if let Some(answer) = self.answers.get(topic) {
             return Ok(*answer);
         }
-        let answer = topic.starts_with("__") || self.reserved.contains(topic) || self.naming.is_internal_topic(topic)? || self.upstream_is_heartbeats(topic)?;
+        // Every replicator's bookkeeping by its name's shape too, whatever the naming policy says.
+        let bookkeeping = topic.starts_with("strait-offsets.") || topic.starts_with("mm2-") || topic.ends_with(".checkpoints.internal");
+        let answer = bookkeeping
+            || topic.starts_with("__")
+            || self.reserved.contains(topic)
+            || self.naming.is_internal_topic(topic)?
+            || self.upstream_is_heartbeats(topic)?;
         self.answers.insert(topic.to_string(), answer);
         Ok(answer)
     }

@@ -2,7 +2,9 @@
 //! (`MirrorSourceConnector.syncTopicAcls`): ALLOW WRITE is never copied (only the replicator
 //! writes remote topics), ALLOW ALL becomes ALLOW READ, and the binding moves to the remote
 //! topic. MM2 copies literal bindings only; strait also copies a prefixed binding when the
-//! remote names of every replicated topic under the prefix share one remote prefix.
+//! remote names of every replicated topic under the prefix share one remote prefix that differs
+//! from the source's (as `us-east.` + prefix does): with names kept (identity naming), the same
+//! prefix on the target would also cover the target's own topics.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,8 +40,8 @@ pub fn remote_acls(source: &[TopicAcl], replicated: &BTreeMap<String, String>) -
 
 /// The remote prefix that covers exactly the remote names of the replicated topics under
 /// `prefix`: each remote name must be one shared head followed by what its source name has
-/// after the prefix (true of MM2's default and identity naming). `None` when no replicated
-/// topic is under the prefix, or the naming does not keep prefixes.
+/// after the prefix (true of MM2's default naming). `None` when no replicated topic is under the
+/// prefix, the naming does not keep prefixes, or it keeps names unchanged.
 fn remote_prefix(prefix: &str, replicated: &BTreeMap<String, String>) -> Option<String> {
     let mut head: Option<&str> = None;
     for (topic, remote) in replicated.range(prefix.to_string()..).take_while(|(t, _)| t.starts_with(prefix)) {
@@ -51,7 +53,7 @@ fn remote_prefix(prefix: &str, replicated: &BTreeMap<String, String>) -> Option<
             Some(_) => return None,
         }
     }
-    head.map(str::to_string)
+    head.filter(|h| *h != prefix).map(str::to_string)
 }
 
 #[cfg(test)]
@@ -107,7 +109,7 @@ mod tests {
             vec![acl("us-east.sales.", true, AclOperation::Describe, true)]
         );
         let identity = replicated(&[("sales.eu", "sales.eu")]);
-        assert_eq!(remote_prefix("sales.", &identity).as_deref(), Some("sales."));
+        assert_eq!(remote_prefix("sales.", &identity), None, "the same prefix would cover the target's own topics");
         let scrambled = replicated(&[("sales.eu", "x.sales.eu"), ("sales.us", "y.sales.us")]);
         assert_eq!(remote_prefix("sales.", &scrambled), None);
         let renamed = replicated(&[("sales.eu", "eu-sales")]);

@@ -176,8 +176,15 @@ impl Discovery {
         let removed = self.removed_topics(&source_topics);
         let mut wanted: Vec<(&String, i32)> = Vec::new();
         for (t, n) in &source_topics {
-            if self.assigned.get(t).is_none_or(|(seen, _)| seen < n) && self.should_replicate(t)? {
-                wanted.push((t, *n));
+            if self.assigned.get(t).is_some_and(|(seen, _)| seen >= n) {
+                continue;
+            }
+            match self.should_replicate(t) {
+                Ok(true) => wanted.push((t, *n)),
+                Ok(false) => {}
+                // A filter that fails holds back its topic only, until a later round.
+                Err(e) if e.is_filter() => FlowRetrying { flow: &self.flow, what: &format!("topic `{t}` not replicated yet: {e}") }.emit(),
+                Err(e) => return Err(e.into()),
             }
         }
         let mut change = AssignmentChange { added: Vec::new(), removed };
@@ -187,10 +194,16 @@ impl Discovery {
             match self.target.partition_counts() {
                 Ok(target_topics) => {
                     for (topic, partitions) in wanted {
-                        // What was prepared before a failure still goes to the fetcher.
-                        if let Err(e) = self.prepare(topic, partitions, &target_topics, &mut change.added) {
-                            failure = Some(e);
-                            break;
+                        // One topic the clusters refuse (a config the target does not know, a
+                        // partition offline, DESCRIBE_CONFIGS denied) holds back only itself, as
+                        // in MM2; a broken naming policy stops the flow.
+                        match self.prepare(topic, partitions, &target_topics, &mut change.added) {
+                            Ok(()) => {}
+                            Err(e @ DiscoveryError::Policy(_)) => {
+                                failure = Some(e);
+                                break;
+                            }
+                            Err(e) => FlowRetrying { flow: &self.flow, what: &format!("topic `{topic}` not replicated yet: {e}") }.emit(),
                         }
                     }
                 }

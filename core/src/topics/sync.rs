@@ -44,6 +44,14 @@ pub enum SyncError {
     /// The config filter failed.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The source did not describe a topic's configs.
+    #[error("cannot read the configs of source topic `{topic}` ({reason}); grant strait's principal DESCRIBE_CONFIGS on it")]
+    Describe {
+        /// The source topic.
+        topic: String,
+        /// What the cluster said.
+        reason: String,
+    },
 }
 
 fn origin(source: &ConfigSource) -> Origin {
@@ -71,7 +79,23 @@ fn converted(entries: Vec<ConfigEntry>) -> Vec<TopicConfig> {
 /// The configs the remote topic of `topic` is created with (`config.properties.exclude`,
 /// `use.defaults.from` and the policy's `filters.topic-config` applied).
 pub fn creation_configs(source: &ClusterAdmin, topic: &str, sync: &TopicConfigSync, filters: &WasmFilters) -> Result<Vec<(String, String)>, SyncError> {
-    let entries = source.topic_configs(&[topic])?.remove(topic).map(converted).unwrap_or_default();
+    // A topic created without its configs would be a delete-policy copy of a compacted topic:
+    // no configs, no topic (this round).
+    let entries = match source.topic_configs(&[topic])?.remove(topic) {
+        Some(Ok(entries)) => converted(entries),
+        Some(Err(reason)) => {
+            return Err(SyncError::Describe {
+                topic: topic.to_string(),
+                reason,
+            })
+        }
+        None => {
+            return Err(SyncError::Describe {
+                topic: topic.to_string(),
+                reason: "no answer".into(),
+            })
+        }
+    };
     Ok(at_creation(&entries, sync, &mut |key| filters.topic_config(key))?)
 }
 
@@ -96,7 +120,8 @@ pub struct TopicSync {
 }
 
 impl TopicSync {
-    /// One config round: every replicated topic whose target configs differ is altered.
+    /// One config round: every replicated topic whose target configs differ is altered. A topic
+    /// that cannot be read or changed is reported and left for the next round; the others go on.
     pub fn sync_configs(&self) -> Result<usize, SyncError> {
         let replicated = self.replicated.snapshot();
         let topics: Vec<&str> = replicated.keys().map(String::as_str).collect();
@@ -105,24 +130,40 @@ impl TopicSync {
         let mut target = self.target.topic_configs(&remotes)?;
         let mut altered = 0;
         for (topic, remote) in &replicated {
-            let (Some(from), Some(to)) = (source.remove(topic), target.remove(remote)) else {
+            let (Some(from), Some(Ok(to))) = (source.remove(topic), target.remove(remote)) else {
                 continue;
             };
-            let ops = changes(&converted(from), &converted(to), &self.configs, &mut |key| self.filters.topic_config(key))?;
-            if ops.is_empty() {
-                continue;
+            match from
+                .map_err(|reason| SyncError::Describe { topic: topic.clone(), reason })
+                .and_then(|from| self.sync_topic(from, to, remote))
+            {
+                Ok(true) => altered += 1,
+                Ok(false) => {}
+                Err(e) => FlowRetrying {
+                    flow: &self.flow,
+                    what: &format!("topic config sync of `{remote}`: {e}"),
+                }
+                .emit(),
             }
-            self.target.alter_topic_configs(remote, &ops)?;
-            let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
-            TopicConfigsSynced {
-                flow: &self.flow,
-                topic: remote,
-                keys: &keys.join(", "),
-            }
-            .emit();
-            altered += 1;
         }
         Ok(altered)
+    }
+
+    /// Brings one remote topic's configs in line; whether anything changed.
+    fn sync_topic(&self, from: Vec<ConfigEntry>, to: Vec<ConfigEntry>, remote: &str) -> Result<bool, SyncError> {
+        let ops = changes(&converted(from), &converted(to), &self.configs, &mut |key| self.filters.topic_config(key))?;
+        if ops.is_empty() {
+            return Ok(false);
+        }
+        self.target.alter_topic_configs(remote, &ops)?;
+        let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
+        TopicConfigsSynced {
+            flow: &self.flow,
+            topic: remote,
+            keys: &keys.join(", "),
+        }
+        .emit();
+        Ok(true)
     }
 
     /// One ACL round: the bindings the target lacks are created; none is ever deleted (as in MM2).

@@ -46,3 +46,11 @@ pub enum PolicyError {
         cause: String,
     },
 }
+
+impl PolicyError {
+    /// Whether a `filters.*` hook failed: the name it was asked about waits for a later round,
+    /// and the flow goes on.
+    pub fn is_filter(&self) -> bool {
+        matches!(self, PolicyError::Hook { hook, .. } if hook.starts_with("filters."))
+    }
+}

@@ -3,10 +3,10 @@
 //! sync asks the component only about names it has not seen.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::engine::PolicyEngine;
+use super::engine::{PolicyComponent, PolicyEngine};
 use super::error::PolicyError;
 use super::instance::PolicyInstance;
 use super::reload::ReloadWatch;
@@ -16,6 +16,8 @@ use crate::events::{PolicyReloadFailed, PolicyReloaded};
 /// How often a filter looks at its file for a replacement: names are asked in rounds, seconds
 /// apart, so a stat per call would buy nothing.
 const RELOAD_CHECK: Duration = Duration::from_secs(1);
+/// Answers kept per kind before the cache starts over: group names can come and go for ever.
+const CACHE_LIMIT: usize = 100_000;
 
 #[derive(Default)]
 struct Cache {
@@ -25,10 +27,12 @@ struct Cache {
 }
 
 struct Loaded {
-    /// `None`: no component filters this flow, every name is kept.
+    /// The component and flow to instantiate (again after a failed call, whose instance may be
+    /// unusable); `None`: no component filters this flow, every name is kept.
+    component: Option<(Arc<PolicyComponent>, FlowConfig)>,
     instance: Option<PolicyInstance>,
     cache: Cache,
-    reload: Option<(ReloadWatch, FlowConfig, Instant)>,
+    reload: Option<(ReloadWatch, Instant)>,
 }
 
 /// The topic, group and config filters of a flow, shared by the threads that ask them.
@@ -37,23 +41,26 @@ pub struct WasmFilters {
 }
 
 impl WasmFilters {
-    /// Filters answered by `instance`, loaded again from `flow`'s `replication.policy.wasm` when
-    /// the file changes or on SIGHUP (which drops every cached answer).
-    pub fn new(instance: PolicyInstance, flow: &FlowConfig) -> Self {
-        let reload = flow.policy_wasm.as_ref().map(|path| (ReloadWatch::new(path), flow.clone(), Instant::now()));
-        Self {
-            loaded: Mutex::new(Loaded {
-                instance: Some(instance),
-                cache: Cache::default(),
-                reload,
-            }),
-        }
+    /// Filters answered by an instance of `component` for `flow`, loaded again from the flow's
+    /// `replication.policy.wasm` when the file changes or on SIGHUP (which drops every cached
+    /// answer).
+    pub fn new(component: Arc<PolicyComponent>, flow: &FlowConfig) -> Result<Self, PolicyError> {
+        let instance = component.instantiate(flow)?;
+        let reload = flow.policy_wasm.as_ref().map(|path| (ReloadWatch::new(path), Instant::now()));
+        let loaded = Loaded {
+            component: Some((component, flow.clone())),
+            instance: Some(instance),
+            cache: Cache::default(),
+            reload,
+        };
+        Ok(Self { loaded: Mutex::new(loaded) })
     }
 
     /// Filters that keep every topic, group and config key (the built-in policies').
     pub fn keep_all() -> Self {
         Self {
             loaded: Mutex::new(Loaded {
+                component: None,
                 instance: None,
                 cache: Cache::default(),
                 reload: None,
@@ -101,14 +108,29 @@ impl WasmFilters {
         let mut guard = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         guard.reload_if_changed();
         let loaded = &mut *guard;
+        if loaded.instance.is_none() {
+            let Some((component, flow)) = &loaded.component else { return Ok(true) };
+            loaded.instance = Some(component.instantiate(flow)?);
+        }
         let Some(instance) = loaded.instance.as_mut().filter(|i| implements(i)) else {
             return Ok(true);
         };
         if let Some(answer) = cache(&mut loaded.cache).get(name) {
             return Ok(*answer);
         }
-        let answer = call(instance)?;
-        cache(&mut loaded.cache).insert(name.to_string(), answer);
+        let answer = match call(instance) {
+            Ok(answer) => answer,
+            Err(e) => {
+                // A trap can leave the instance unusable: the next question gets a fresh one.
+                loaded.instance = None;
+                return Err(e);
+            }
+        };
+        let answers = cache(&mut loaded.cache);
+        if answers.len() >= CACHE_LIMIT {
+            answers.clear();
+        }
+        answers.insert(name.to_string(), answer);
         Ok(answer)
     }
 }
@@ -118,7 +140,9 @@ impl Loaded {
     /// happens on the asking thread (a periodic one, never a stage); a file that does not load
     /// keeps the running instance and its answers.
     fn reload_if_changed(&mut self) {
-        let Some((watch, flow, checked)) = self.reload.as_mut() else { return };
+        let (Some((watch, checked)), Some((component, flow))) = (self.reload.as_mut(), self.component.as_mut()) else {
+            return;
+        };
         if checked.elapsed() < RELOAD_CHECK {
             return;
         }
@@ -127,8 +151,12 @@ impl Loaded {
             return;
         }
         let (flow_name, plugin) = (flow.name(), watch.path.display().to_string());
-        match PolicyEngine::shared().and_then(|e| e.load_file(&watch.path)).and_then(|c| c.instantiate(flow)) {
-            Ok(instance) => {
+        let loaded = PolicyEngine::shared()
+            .and_then(|e| e.load_file(&watch.path))
+            .and_then(|c| Ok((c.instantiate(flow)?, c)));
+        match loaded {
+            Ok((instance, reloaded)) => {
+                *component = reloaded;
                 self.instance = Some(instance);
                 self.cache = Cache::default();
                 PolicyReloaded {
