@@ -15,6 +15,19 @@ mod operator;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// `text` (default) or `json`: one JSON object per line with timestamp, level, target,
+    /// message and the event's fields. Overrides STRAIT_LOG_FORMAT.
+    #[arg(long, global = true, value_name = "FORMAT")]
+    log_format: Option<LogFormat>,
+}
+
+/// How log lines are written to stderr.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines (colour on a terminal).
+    Text,
+    /// One JSON object per line, for log pipelines.
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -96,15 +109,28 @@ struct GroupMove {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    if let Err(e) = dispatch(Cli::parse()) {
-        eprintln!("error: {e:#}");
+    let cli = Cli::parse();
+    let format = match (cli.log_format, std::env::var("STRAIT_LOG_FORMAT").ok().as_deref()) {
+        (Some(f), _) => f,
+        (None, Some("json")) => LogFormat::Json,
+        (None, Some("text") | Some("") | None) => LogFormat::Text,
+        (None, Some(other)) => {
+            eprintln!("error: STRAIT_LOG_FORMAT is `{other}`; use `text` or `json`");
+            std::process::exit(2);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+        LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
+    }
+    if let Err(e) = dispatch(cli) {
+        // The last line says why, in the format the log pipeline reads.
+        match format {
+            LogFormat::Json => tracing::error!(error = %format!("{e:#}"), "strait stopped"),
+            LogFormat::Text => eprintln!("error: {e:#}"),
+        }
         std::process::exit(1);
     }
 }
@@ -137,8 +163,8 @@ fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bo
         config.group_instance_id = instance_id.clone();
     }
     let listen = metrics_listen.unwrap_or(config.metrics_listen);
-    strait_core::events::install_prometheus(listen)?;
-    tracing::info!(metrics = %format!("http://{listen}/metrics"), flows = config.flows.len(), "strait started");
+    strait_core::health::serve(listen)?;
+    tracing::info!(metrics = %format!("http://{listen}/metrics"), probes = %format!("http://{listen}/healthz, /readyz"), flows = config.flows.len(), "strait started");
     let signals = Signals::default();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, signals.stop.clone()).context("installing the signal handler")?;

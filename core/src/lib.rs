@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod events;
 pub mod flows;
 pub mod group;
+pub mod health;
 pub mod heartbeats;
 pub mod offsets;
 pub mod operator;

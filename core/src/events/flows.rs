@@ -26,6 +26,7 @@ impl FlowStateChanged<'_> {
             "restarting" => warn!(flow = self.flow, state = self.state, reason = self.reason, "flow state"),
             _ => info!(flow = self.flow, state = self.state, reason = self.reason, "flow state"),
         }
+        crate::health::flow_state(self.flow, self.state, self.reason);
         let up = if self.state == "running" { 1.0 } else { 0.0 };
         gauge!("strait_flow_up", "flow" => self.flow.to_string()).set(up);
         for state in FLOW_STATES {

@@ -5,14 +5,12 @@
 //! (`source->target`) and, for per-partition series, the remote `topic` and `partition`.
 
 mod active_active;
-mod exporter;
 mod flows;
 mod groups;
 mod partition;
 mod topics;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
-pub use exporter::{install_prometheus, MetricsError};
 pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::FlowError;
+use crate::health::{self, Beat};
 
 /// What a stage did in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,12 +172,14 @@ impl Pool {
         let mut stages = Vec::new();
         for i in 0..threads.max(1) {
             let (tx, rx) = crossbeam_channel::unbounded();
-            thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx)).map_err(spawn_err("stages"))?;
+            let beat = health::beat(&format!("stages {i}"), health::STAGE_BOUND);
+            thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx, &beat)).map_err(spawn_err("stages"))?;
             stages.push(tx);
         }
         let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, FlowError> {
             let (tx, rx) = crossbeam_channel::unbounded();
-            thread::Builder::new().name(name.to_string()).spawn(move || run_periodic(&rx)).map_err(spawn_err("periodic"))?;
+            let beat = health::beat(name, health::PERIODIC_BOUND);
+            thread::Builder::new().name(name.to_string()).spawn(move || run_periodic(&rx, &beat)).map_err(spawn_err("periodic"))?;
             Ok(tx)
         };
         let periodic = periodic_thread("periodic")?;
@@ -232,7 +235,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
 }
 
-fn run_stages(injector: &Receiver<Owned<dyn StageTask>>) {
+fn run_stages(injector: &Receiver<Owned<dyn StageTask>>, beat: &Beat) {
     let mut tasks: Vec<Owned<dyn StageTask>> = Vec::new();
     loop {
         while let Ok(t) = injector.try_recv() {
@@ -250,7 +253,10 @@ fn run_stages(injector: &Receiver<Owned<dyn StageTask>>) {
         let mut i = 0;
         while i < tasks.len() {
             let owned = &mut tasks[i];
-            let done = match catch_unwind(AssertUnwindSafe(|| owned.task.step(wait))) {
+            beat.enter();
+            let stepped = catch_unwind(AssertUnwindSafe(|| owned.task.step(wait)));
+            beat.leave();
+            let done = match stepped {
                 Ok(Ok(Step::Worked)) => {
                     worked = true;
                     false
@@ -282,7 +288,7 @@ fn run_stages(injector: &Receiver<Owned<dyn StageTask>>) {
     }
 }
 
-fn run_periodic(injector: &Receiver<Owned<dyn Periodic>>) {
+fn run_periodic(injector: &Receiver<Owned<dyn Periodic>>, beat: &Beat) {
     let mut tasks: Vec<Owned<dyn Periodic>> = Vec::new();
     loop {
         while let Ok(t) = injector.try_recv() {
@@ -291,7 +297,9 @@ fn run_periodic(injector: &Receiver<Owned<dyn Periodic>>) {
         let mut i = 0;
         while i < tasks.len() {
             let owned = &mut tasks[i];
+            beat.enter();
             let failed = !owned.flow.stopping() && catch_unwind(AssertUnwindSafe(|| owned.task.tick())).is_err();
+            beat.leave();
             if failed {
                 let flow = owned.flow.name().to_string();
                 owned.flow.fail(FlowError::Thread { flow, stage: "periodic", what: "panicked".into() });

@@ -1,0 +1,224 @@
+//! Liveness and readiness, for `/healthz` and `/readyz` on the metrics listener.
+//!
+//! Liveness: every thread of the pool says when it enters and leaves a unit of work; a thread
+//! inside one unit for longer than its bound is wedged. A thread waiting for work, or a stage
+//! idle because its channel is empty or full, is not inside a unit, so it counts as alive.
+//! Readiness: every flow's state, as [`crate::events::FlowStateChanged`] reports it; the process
+//! is ready when every flow it runs is `running` (connected to both clusters, its group joined,
+//! its partitions assigned).
+
+mod http;
+
+pub use http::{serve, ServeError};
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long one step of a stage (one batch fetched, filtered, transformed or handed to the
+/// producer) may take. Steps never wait for a slow cluster: they return and come back.
+pub const STAGE_BOUND: Duration = Duration::from_secs(60);
+/// How long one round of periodic work (discovery, config and ACL sync, heartbeats,
+/// checkpoints) may take: each of its cluster requests times out within 30 s, and a round makes
+/// a few.
+pub const PERIODIC_BOUND: Duration = Duration::from_secs(300);
+
+/// One thread's liveness: when it entered its current unit of work, if it is in one.
+pub struct Beat {
+    name: String,
+    bound: Duration,
+    start: Instant,
+    /// Milliseconds since the registry started, plus one; 0 while not in a unit of work.
+    busy_since: AtomicU64,
+}
+
+impl Beat {
+    /// The thread starts a unit of work.
+    pub fn enter(&self) {
+        self.busy_since.store(millis_since(self.start) + 1, Ordering::Relaxed);
+    }
+
+    /// The thread finished it.
+    pub fn leave(&self) {
+        self.busy_since.store(0, Ordering::Relaxed);
+    }
+
+    /// How long the thread has been inside its current unit, if it is in one.
+    fn busy_for(&self, now_ms: u64) -> Option<Duration> {
+        match self.busy_since.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(Duration::from_millis(now_ms.saturating_sub(since - 1))),
+        }
+    }
+}
+
+struct Registry {
+    start: Instant,
+    beats: Mutex<Vec<Arc<Beat>>>,
+    /// Flow → (state, reason).
+    flows: Mutex<BTreeMap<String, (&'static str, String)>>,
+}
+
+fn millis_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Registry::new)
+}
+
+/// Registers a thread's liveness under `name`, wedged once a unit of work passes `bound`.
+pub fn beat(name: &str, bound: Duration) -> Arc<Beat> {
+    registry().beat(name, bound)
+}
+
+/// Records a flow's state; a `stopped` flow (removed from the config, or the process stopping)
+/// no longer counts.
+pub fn flow_state(flow: &str, state: &'static str, reason: &str) {
+    registry().flow_state(flow, state, reason)
+}
+
+/// `/healthz`: every thread is idle or inside a unit of work shorter than its bound.
+pub fn liveness() -> Verdict {
+    registry().liveness()
+}
+
+/// `/readyz`: at least one flow, and every flow `running`; the body names the others and why.
+pub fn readiness() -> Verdict {
+    registry().readiness()
+}
+
+/// A probe's answer: whether it passes, and a short JSON body saying why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// 200 when true, 503 otherwise.
+    pub ok: bool,
+    /// One JSON object.
+    pub body: String,
+}
+
+impl Registry {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            beats: Mutex::default(),
+            flows: Mutex::default(),
+        }
+    }
+
+    fn beat(&self, name: &str, bound: Duration) -> Arc<Beat> {
+        let beat = Arc::new(Beat {
+            name: name.to_string(),
+            bound,
+            start: self.start,
+            busy_since: AtomicU64::new(0),
+        });
+        self.beats.lock().unwrap_or_else(|p| p.into_inner()).push(beat.clone());
+        beat
+    }
+
+    fn flow_state(&self, flow: &str, state: &'static str, reason: &str) {
+        let mut flows = self.flows.lock().unwrap_or_else(|p| p.into_inner());
+        if state == "stopped" {
+            flows.remove(flow);
+        } else {
+            flows.insert(flow.to_string(), (state, reason.to_string()));
+        }
+    }
+
+    fn liveness(&self) -> Verdict {
+        let now = millis_since(self.start);
+        let beats = self.beats.lock().unwrap_or_else(|p| p.into_inner());
+        let wedged: Vec<String> = beats
+            .iter()
+            .filter_map(|b| {
+                b.busy_for(now)
+                    .filter(|d| *d > b.bound)
+                    .map(|d| format!("{}: one unit of work for {} s (bound {} s)", b.name, d.as_secs(), b.bound.as_secs()))
+            })
+            .collect();
+        let body = format!(
+            "{{\"alive\":{},\"wedged\":[{}]}}",
+            wedged.is_empty(),
+            wedged.iter().map(|w| json_string(w)).collect::<Vec<_>>().join(",")
+        );
+        Verdict { ok: wedged.is_empty(), body }
+    }
+
+    fn readiness(&self) -> Verdict {
+        let flows = self.flows.lock().unwrap_or_else(|p| p.into_inner());
+        let waiting: Vec<String> = flows
+            .iter()
+            .filter(|(_, (state, _))| *state != "running")
+            .map(|(flow, (state, reason))| {
+                let why = if reason.is_empty() { state.to_string() } else { format!("{state}: {reason}") };
+                format!("{}:{}", json_string(flow), json_string(&why))
+            })
+            .collect();
+        let ready = !flows.is_empty() && waiting.is_empty();
+        let body = format!("{{\"ready\":{ready},\"flows\":{},\"not_ready\":{{{}}}}}", flows.len(), waiting.join(","));
+        Verdict { ok: ready, body }
+    }
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_inside_one_unit_past_its_bound_is_wedged_and_an_idle_one_is_not() {
+        let r = Registry::new();
+        let idle = r.beat("test idle", Duration::from_millis(1));
+        let busy = r.beat("test busy", Duration::from_millis(20));
+        idle.enter();
+        idle.leave();
+        busy.enter();
+        assert!(r.liveness().ok, "{}", r.liveness().body);
+        std::thread::sleep(Duration::from_millis(40));
+        let v = r.liveness();
+        assert!(!v.ok && v.body.contains("test busy") && !v.body.contains("test idle"), "{}", v.body);
+        busy.leave();
+        assert!(r.liveness().ok, "{}", r.liveness().body);
+    }
+
+    #[test]
+    fn ready_only_when_every_flow_runs_and_the_body_says_why_not() {
+        let r = Registry::new();
+        assert!(!r.readiness().ok, "no flow yet: not ready");
+        r.flow_state("a->b", "starting", "joining the flow's group");
+        r.flow_state("b->a", "running", "");
+        let v = r.readiness();
+        assert!(
+            !v.ok && v.body.contains(r#""a->b":"starting: joining the flow's group""#) && !v.body.contains(r#""b->a""#),
+            "{}",
+            v.body
+        );
+        r.flow_state("a->b", "running", "");
+        assert!(r.readiness().ok, "{}", r.readiness().body);
+        r.flow_state("a->b", "stopped", "");
+        assert!(r.readiness().ok && r.readiness().body.contains(r#""flows":1"#), "{}", r.readiness().body);
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), r#""a\"b\\c\u000a""#);
+    }
+}
