@@ -36,7 +36,23 @@ impl FlowStateChanged<'_> {
         if self.state == "restarting" {
             counter!("strait_flow_restarts_total", "flow" => self.flow.to_string()).increment(1);
         }
+        if self.state == "starting" {
+            zero_counters(self.flow);
+        }
     }
+}
+
+/// Registers at zero the counters alerts watch, so they exist from the start and `increase()`
+/// sees their first step (a series born at 1 has no increase). Adding zero leaves a counter of
+/// an earlier run of the flow as it is.
+fn zero_counters(flow: &str) {
+    let flow = flow.to_string();
+    counter!("strait_flow_restarts_total", "flow" => flow.clone()).increment(0);
+    counter!("strait_flow_retries_total", "flow" => flow.clone()).increment(0);
+    counter!("strait_records_rejected_total", "flow" => flow.clone()).increment(0);
+    counter!("strait_records_dropped_total", "flow" => flow.clone(), "reason" => "provenance").increment(0);
+    counter!("strait_conflicts_refused_total", "flow" => flow.clone(), "outcome" => "dropped").increment(0);
+    counter!("strait_conflicts_refused_total", "flow" => flow, "outcome" => "dead-lettered").increment(0);
 }
 
 /// An assignment of source partitions failed and will be tried again.
@@ -184,5 +200,25 @@ impl TasksIdle<'_> {
             self.widest
         );
         gauge!("strait_tasks_idle", "flow" => self.flow.to_string()).set(f64::from(idle));
+    }
+}
+
+/// The flow's replication lag, reported by its fetch stage once a second.
+pub struct FlowLag<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Offsets from the next one to deliver to the cached high watermark, summed over the source
+    /// partitions this process reads.
+    pub records: i64,
+    /// Age of the oldest record read and not yet acknowledged by the target, to the batch.
+    pub seconds: f64,
+}
+
+impl FlowLag<'_> {
+    /// Sets `strait_flow_lag_records` and `strait_flow_lag_seconds`.
+    pub fn emit(&self) {
+        tracing::trace!(flow = self.flow, records = self.records, seconds = self.seconds, "lag");
+        gauge!("strait_flow_lag_records", "flow" => self.flow.to_string()).set(self.records as f64);
+        gauge!("strait_flow_lag_seconds", "flow" => self.flow.to_string()).set(self.seconds);
     }
 }

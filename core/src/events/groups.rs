@@ -1,6 +1,6 @@
 //! Events of the checkpoint task: checkpoints written and group offsets synced.
 
-use metrics::counter;
+use metrics::{counter, gauge};
 use tracing::{debug, info};
 
 /// A round of checkpoints was written.
@@ -14,7 +14,8 @@ pub struct CheckpointsEmitted<'a> {
 }
 
 impl CheckpointsEmitted<'_> {
-    /// Logs (at debug level when nothing moved) and counts.
+    /// Logs (at debug level when nothing moved), counts, and sets the time of the last completed
+    /// round (written or not: a round where no group moved is a healthy one).
     pub fn emit(&self) {
         if self.checkpoints > 0 {
             info!(flow = self.flow, groups = self.groups, checkpoints = self.checkpoints, "checkpoints written");
@@ -22,6 +23,7 @@ impl CheckpointsEmitted<'_> {
             debug!(flow = self.flow, "no group moved; no checkpoints written");
         }
         counter!("strait_checkpoints_written_total", "flow" => self.flow.to_string()).increment(self.checkpoints as u64);
+        gauge!("strait_checkpoints_last_round_timestamp_seconds", "flow" => self.flow.to_string()).set(super::unix_seconds());
     }
 }
 

@@ -11,7 +11,7 @@ mod partition;
 mod topics;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
-pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
+pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};
@@ -48,6 +48,7 @@ impl HeartbeatSent<'_> {
     pub fn emit(&self) {
         tracing::trace!(flow = self.flow, "heartbeat sent");
         counter!("strait_heartbeats_sent_total", "flow" => self.flow.to_string()).increment(1);
+        gauge!("strait_heartbeats_last_sent_timestamp_seconds", "flow" => self.flow.to_string()).set(unix_seconds());
     }
 }
 
@@ -252,4 +253,9 @@ impl PolicyReloadFailed<'_> {
         warn!(flow = self.flow, plugin = self.plugin, error = self.error, "policy reload failed; keeping the running policy");
         counter!("strait_policy_reloads_total", "flow" => self.flow.to_string(), "result" => "failed").increment(1);
     }
+}
+
+/// Wall-clock seconds since the epoch, for the `*_timestamp_seconds` gauges.
+pub(crate) fn unix_seconds() -> f64 {
+    crate::pipeline::now_millis() as f64 / 1000.0
 }

@@ -13,7 +13,7 @@ use super::{liveness, readiness, Verdict};
 /// How long a client may take to send its request or read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often histograms and idle series are tidied (the exporter's own listener does it on
-/// each scrape and on a timer).
+/// each scrape and on a timer), and the process's RSS and CPU time read.
 const UPKEEP: Duration = Duration::from_secs(5);
 
 /// The metrics listener could not start.
@@ -40,6 +40,7 @@ pub fn serve(addr: SocketAddr) -> Result<(), ServeError> {
     std::thread::Builder::new()
         .name("metrics upkeep".into())
         .spawn(move || loop {
+            super::process::record();
             std::thread::sleep(UPKEEP);
             upkeep.run_upkeep();
         })

@@ -8,6 +8,7 @@
 //! its partitions assigned).
 
 mod http;
+mod process;
 
 pub use http::{serve, ServeError};
 

@@ -14,10 +14,11 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::batch::{Batch, Header, Record};
+use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
 use super::stage::Handoff;
 use super::{FlowError, Slots};
-use crate::events::{AssignRetried, AssignmentChanged, FlowRetrying, PartitionMetrics};
+use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
 
 /// A source partition to start reading.
@@ -128,6 +129,7 @@ pub struct FetchTask {
     metrics: Vec<Option<PartitionMetrics>>,
     assigned: usize,
     pending: PendingAssignments,
+    lag: LagTracker,
     out: Handoff,
 }
 
@@ -135,7 +137,15 @@ impl FetchStage {
     /// The stage as a pool task, handing its batches to `output` (the filter stage).
     pub fn task(self, output: Sender<Batch>) -> FetchTask {
         let out = Handoff::new(&self.flow, "filter", output);
-        FetchTask { stage: self, by_topic: HashMap::new(), metrics: Vec::new(), assigned: 0, pending: PendingAssignments::default(), out }
+        FetchTask {
+            stage: self,
+            by_topic: HashMap::new(),
+            metrics: Vec::new(),
+            assigned: 0,
+            pending: PendingAssignments::default(),
+            lag: LagTracker::default(),
+            out,
+        }
     }
 }
 
@@ -152,6 +162,9 @@ impl StageTask for FetchTask {
         if let Some(due) = self.pending.due(Instant::now()) {
             self.try_assign(due);
         }
+        if self.lag.due(Instant::now()) {
+            self.report_lag();
+        }
         if self.assigned == 0 {
             std::thread::sleep(wait);
             return Ok(Step::Idle);
@@ -159,7 +172,7 @@ impl StageTask for FetchTask {
         let batch = match self.out.take_pending() {
             Some(b) => b,
             None => {
-                let b = self.stage.fill_batch(&self.by_topic, &self.metrics, wait);
+                let b = self.stage.fill_batch(&self.by_topic, &self.metrics, &mut self.lag, wait);
                 if b.records.is_empty() {
                     return Ok(Step::Idle);
                 }
@@ -180,6 +193,13 @@ impl FetchTask {
         let count = new.len();
         match self.stage.assign(&new, &mut self.by_topic, &mut self.metrics) {
             Ok(()) => {
+                for p in &new {
+                    let start = match p.start {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    };
+                    self.lag.started(p.slot, start);
+                }
                 self.assigned += count;
                 self.pending.succeeded();
                 AssignmentChanged { flow: &self.stage.flow, added: count as i64, total: self.assigned }.emit();
@@ -202,7 +222,9 @@ impl FetchTask {
             self.pending.forget(topic);
             let Some(parts) = self.by_topic.get_mut(topic) else { continue };
             if let Some(slot) = parts.get_mut(*partition as usize).filter(|s| s.is_some()) {
-                *slot = None;
+                if let Some(id) = slot.take() {
+                    self.lag.forget(id);
+                }
                 count += 1;
                 let _ = tpl.add_partition(topic, *partition);
             }
@@ -217,6 +239,24 @@ impl FetchTask {
         }
         self.assigned = self.assigned.saturating_sub(count);
         AssignmentChanged { flow: &self.stage.flow, added: -(count as i64), total: self.assigned }.emit();
+    }
+
+    /// Sets the flow's lag gauges from what librdkafka cached and the positions the produce
+    /// stage published; no request to the source.
+    fn report_lag(&mut self) {
+        let now_ms = now_millis();
+        let (mut records, mut age_ms) = (0i64, 0i64);
+        for (topic, parts) in &self.by_topic {
+            for (partition, slot) in parts.iter().enumerate() {
+                let Some(slot) = *slot else { continue };
+                let delivered = self.metrics.get(slot as usize).and_then(Option::as_ref).and_then(PartitionMetrics::delivered);
+                let watermarks = cached_watermarks(&self.stage.consumer, topic, partition as i32);
+                let lag = self.lag.partition(slot, delivered, watermarks, now_ms);
+                records += lag.records;
+                age_ms = age_ms.max(lag.age_ms);
+            }
+        }
+        FlowLag { flow: &self.stage.flow, records, seconds: age_ms as f64 / 1000.0 }.emit();
     }
 }
 
@@ -244,12 +284,13 @@ impl FetchStage {
         Ok(())
     }
 
-    fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>], wait: Duration) -> Batch {
+    fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>], lag: &mut LagTracker, wait: Duration) -> Batch {
         let mut batch = Batch::with_capacity(self.max_records.min(4096));
         let mut bytes = 0usize;
         let now_ms = now_millis();
-        // The oldest record age per slot of this batch; few slots per batch, so a list.
-        let mut oldest: Vec<(SlotId, i64)> = Vec::new();
+        // Per slot of this batch (few slots per batch, so a list): the oldest record age, and
+        // the first record's offset and timestamp and the last offset, for the lag.
+        let mut seen: Vec<BatchSlot> = Vec::new();
         while batch.records.len() < self.max_records && bytes < self.max_bytes {
             // Wait for the first record of a batch; take only what is already there after that.
             let timeout = if batch.records.is_empty() { wait } else { Duration::ZERO };
@@ -265,22 +306,35 @@ impl FetchStage {
                     };
                     let record = to_record(slot, &m);
                     let age = now_ms - record.timestamp;
-                    match oldest.iter_mut().find(|(s, _)| *s == slot) {
-                        Some((_, a)) => *a = (*a).max(age),
-                        None => oldest.push((slot, age)),
+                    match seen.iter_mut().find(|s| s.slot == slot) {
+                        Some(s) => {
+                            s.oldest_age = s.oldest_age.max(age);
+                            s.last = record.offset;
+                        }
+                        None => seen.push(BatchSlot { slot, oldest_age: age, first: record.offset, first_ts: record.timestamp, last: record.offset }),
                     }
                     bytes += record.size();
                     batch.push(record);
                 }
             }
         }
-        for (slot, age) in oldest {
-            if let Some(Some(pm)) = metrics.get(slot as usize) {
-                pm.fetched(age);
+        for s in seen {
+            if let Some(Some(pm)) = metrics.get(s.slot as usize) {
+                pm.fetched(s.oldest_age);
             }
+            lag.read(s.slot, s.first, s.first_ts, s.last);
         }
         batch
     }
+}
+
+/// What one batch read of one partition.
+struct BatchSlot {
+    slot: SlotId,
+    oldest_age: i64,
+    first: i64,
+    first_ts: i64,
+    last: i64,
 }
 
 fn to_record(slot: SlotId, m: &BorrowedMessage<'_>) -> Record {

@@ -5,6 +5,7 @@
 mod batch;
 mod fetch;
 mod filter;
+mod lag;
 pub mod pool;
 mod produce;
 mod slots;

@@ -18,6 +18,7 @@ use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::batch::{Batch, Record};
+use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
 use super::{FlowError, Slots};
 use crate::cluster::ControlProducer;
@@ -94,6 +95,8 @@ pub struct ProduceTask {
     metadata_asked: Option<Instant>,
     /// Exactly-once: where the open transaction stands.
     transaction: Transaction,
+    /// When the positions were last published for the lag.
+    positions_published: Instant,
     /// Position writes handed to a producer but not yet known to be stored (committed, in a
     /// transactional mode): counted once they are.
     unconfirmed: Unconfirmed,
@@ -156,6 +159,10 @@ struct Sending {
 
 impl StageTask for ProduceTask {
     fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+        if self.positions_published.elapsed() >= LAG_EVERY {
+            self.positions_published = Instant::now();
+            self.stage.publish_positions();
+        }
         if self.draining.is_none() {
             match self.advance(wait) {
                 Ok(Step::Finished) => self.begin_drain(),
@@ -507,6 +514,7 @@ impl ProduceStage {
             draining: None,
             metadata_asked: None,
             transaction: Transaction::default(),
+            positions_published: Instant::now(),
             unconfirmed: Unconfirmed::default(),
         }
     }
@@ -527,6 +535,18 @@ impl ProduceStage {
         for (slot, round) in rounds {
             if let Some(s) = slots.get(slot as usize) {
                 s.metrics.acked(&round);
+            }
+        }
+    }
+
+    /// Hands every slot's position (the next offset to deliver) to its metric handles, where the
+    /// fetch stage reads it for the lag.
+    fn publish_positions(&self) {
+        let slots = self.slots.read();
+        let state = self.deliveries.state();
+        for (id, slot) in slots.iter().enumerate() {
+            if let Some(next) = state.ledger.position(id as SlotId) {
+                slot.metrics.set_delivered(next.0);
             }
         }
     }
