@@ -68,7 +68,7 @@ fn three_processes_share_a_flow_and_a_kill_9_hands_its_share_to_the_others_losin
     );
     let moved = killed.elapsed();
     println!("after kill -9 of a member the survivors owned every partition in {moved:?} (session timeout {SESSION:?})");
-    assert!(moved <= SESSION + Duration::from_secs(15), "took {moved:?}");
+    assert!(moved <= SESSION + Duration::from_secs(15), "took {moved:?}; logs:\n{}", logs(&members[..2]));
 
     assert!(wait_until(Duration::from_secs(120), || producer.sent() >= RECORDS), "the source producer fell behind");
     let total = producer.finish();

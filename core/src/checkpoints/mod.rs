@@ -206,7 +206,7 @@ impl CheckpointTask {
         if !self.source_groups.topic_exists(&topic)? {
             return Ok(None);
         }
-        TopicTail::open(&self.source, &self.source_settings, &topic).map(Some)
+        TopicTail::open(&self.source, &self.source_settings, &topic).map(|t| Some(t.abandon_when(self.forward_tail.abandon_flag())))
     }
 
     /// Commits the latest checkpoints of every group that is empty on the target, where they are

@@ -8,6 +8,8 @@
 //! Closed runs share the topic under a longer key (see [`encode_run_key`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -205,6 +207,8 @@ pub struct TopicTail {
     topic: String,
     alias: String,
     assigned: bool,
+    /// Set when the reader's flow stops: the read in progress gives up.
+    abandon: Option<Arc<AtomicBool>>,
 }
 
 impl TopicTail {
@@ -226,7 +230,21 @@ impl TopicTail {
             &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_uncommitted")],
             rdkafka::consumer::DefaultConsumerContext,
         )?;
-        Ok(Self { consumer, ends, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false })
+        Ok(Self { consumer, ends, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false, abandon: None })
+    }
+
+    /// Makes every read give up once `flag` is set (its flow stopping). A transaction a killed
+    /// process left open holds a read back until the transaction times out, and the flow that
+    /// must take over that process's tasks, which aborts the transaction at once, would
+    /// otherwise wait for the read before it can stop and start again.
+    pub fn abandon_when(mut self, flag: Option<Arc<AtomicBool>>) -> Self {
+        self.abandon = flag;
+        self
+    }
+
+    /// The flag given to [`TopicTail::abandon_when`].
+    pub fn abandon_flag(&self) -> Option<Arc<AtomicBool>> {
+        self.abandon.clone()
     }
 
     /// Reads from where the last call stopped to the topic's current end; records of a
@@ -259,6 +277,9 @@ impl TopicTail {
         loop {
             if Instant::now() > deadline {
                 return Err(fail("reading", format!("not done within {}s", timeout.as_secs())));
+            }
+            if self.abandon.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                return Err(fail("reading", "given up: the flow is stopping".into()));
             }
             match self.consumer.poll(Duration::from_millis(200)) {
                 Some(Ok(m)) => {

@@ -211,7 +211,7 @@ pub fn build_flow(
                 target_groups: shared.groups.get(target, &flow.target_admin, || Groups::connect(target, &flow.target_admin))?,
                 source: source.clone(),
                 source_settings: flow.consumer.clone(),
-                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?,
+                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?.abandon_when(Some(control.stop_flag())),
                 producer,
                 topic,
                 last,
@@ -286,7 +286,9 @@ pub fn build_flow(
 /// The position writer's transaction timeout, which bounds how long one that a killed process
 /// left open holds back readers of the position topic; librdkafka refuses record and socket
 /// timeouts beyond it, so an operator's larger ones are lowered for this producer.
-const POSITION_WRITER_TIMEOUTS: &[(&str, &str)] = &[("transaction.timeout.ms", "30000"), ("message.timeout.ms", "30000"), ("socket.timeout.ms", "30000")];
+/// Ten seconds: a position transaction takes a fraction of a second, and one left open holds
+/// back every process's checkpoints and every flow (re)starting on the target until it ends.
+const POSITION_WRITER_TIMEOUTS: &[(&str, &str)] = &[("transaction.timeout.ms", "10000"), ("message.timeout.ms", "10000"), ("socket.timeout.ms", "10000")];
 
 /// How long `init_transactions` may take: the coordinator first aborts what the task's previous
 /// owner left open.

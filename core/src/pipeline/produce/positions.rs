@@ -21,6 +21,8 @@ use crate::group::GroupSession;
 /// How long one call into a position transaction may wait; a commit or abort that times out
 /// is resumed until [`GIVE_UP`].
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one step of an abort waits before the producer's queue is served again.
+const ABORT_STEP: Duration = Duration::from_millis(100);
 /// How long a commit or abort is resumed before the writer counts as broken.
 const GIVE_UP: Duration = Duration::from_secs(60);
 
@@ -156,10 +158,21 @@ fn abort(producer: &TargetProducer, error: KafkaError) -> Failure {
             return Failure::Broken(error.to_string());
         }
     }
-    match resume(GIVE_UP, || producer.abort_transaction(STEP_TIMEOUT)) {
+    match resume(GIVE_UP, || serve_then_abort(producer)) {
         Ok(()) => Failure::Refused(error.to_string()),
         Err(e) => Failure::Broken(format!("{error}; aborting failed too: {e}")),
     }
+}
+
+/// One short step of an abort. librdkafka's abort purges the transaction's records and then
+/// waits until their delivery reports are served; rdkafka's `abort_transaction` (unlike its
+/// commit) does not serve them, and nothing else polls this producer, so one long call would
+/// wait out its whole timeout every time, and a writer whose transaction the group refused (a
+/// rebalance between its records and its commit) held its flow's stop for the full shutdown
+/// timeout. Serving the queue between short steps lets the abort finish at once.
+fn serve_then_abort(producer: &TargetProducer) -> Result<(), KafkaError> {
+    producer.poll(Duration::ZERO);
+    producer.abort_transaction(ABORT_STEP)
 }
 
 /// Calls `call` again while it times out in a way librdkafka resumes, for up to `limit`.
