@@ -69,6 +69,12 @@ pub fn committed_offsets(bootstrap: &str, group: &str, topic: &str, partitions: 
 /// synced the translated offsets to the group on `target` for `target_topic`; returns them.
 pub fn wait_for_group_sync(target: &str, group: &str, target_topic: &str, upstream: &[i64], strait: &Strait) -> Vec<i64> {
     let checkpoints_topic = if target == stand().west { "us-east.checkpoints.internal" } else { "us-west.checkpoints.internal" };
+    wait_for_group_sync_in(target, checkpoints_topic, group, target_topic, upstream, strait)
+}
+
+/// [`wait_for_group_sync`] for any pair of clusters: the checkpoints are read from
+/// `checkpoints_topic` on `target`.
+pub fn wait_for_group_sync_in(target: &str, checkpoints_topic: &str, group: &str, target_topic: &str, upstream: &[i64], strait: &Strait) -> Vec<i64> {
     let mut expected = Vec::new();
     let ok = wait_until(Duration::from_secs(90), || {
         let mut latest: BTreeMap<i32, Checkpoint> = BTreeMap::new();

@@ -282,7 +282,8 @@ impl Strait {
             .args(["run", "--config"])
             .arg(&config)
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .env("STRAIT_LOG", "info")
+            // `STRAIT_TEST_LOG=info,strait_core=debug` to see more when a test fails.
+            .env("STRAIT_LOG", std::env::var("STRAIT_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
@@ -609,6 +610,31 @@ impl OwnCluster {
     pub fn start(name: &str, port: u16) -> Self {
         let bootstrap = kafka_sh(&["start", "--fresh", name, "1", &port.to_string()]);
         Self { name: name.to_string(), bootstrap }
+    }
+
+    /// A cluster whose client listener is secured (`kafka.sh start --security sasl_ssl|mtls`):
+    /// `bootstrap` is that listener; [`OwnCluster::internal`] is the PLAINTEXT one the tests'
+    /// own clients use.
+    pub fn start_secured(name: &str, port: u16, security: &str) -> Self {
+        let bootstrap = kafka_sh(&["start", "--fresh", "--security", security, name, "1", &port.to_string()]);
+        Self { name: name.to_string(), bootstrap }
+    }
+
+    /// The PLAINTEXT bootstrap of a secured cluster (its `bootstrap` otherwise).
+    pub fn internal(&self) -> String {
+        kafka_sh(&["internal", &self.name])
+    }
+
+    /// A file `kafka.sh start --security` made in the cluster's `secrets/` directory.
+    pub fn secret_path(&self, file: &str) -> String {
+        let state = std::env::var("STRAIT_KAFKA_DIR").unwrap_or_else(|_| "/tmp/strait-kafka".into());
+        format!("{state}/{}/secrets/{file}", self.name)
+    }
+
+    /// The contents of such a file, trimmed (the passwords).
+    pub fn secret(&self, file: &str) -> String {
+        let path = self.secret_path(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")).trim().to_string()
     }
 
     /// The pids of its broker processes.
