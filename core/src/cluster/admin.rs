@@ -5,12 +5,13 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use rdkafka::admin::{AdminClient, AdminOptions, ConfigEntry, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::acls::{create_topic_acls, describe_topic_acls, TopicAcl};
 use super::topic_configs::{incremental_alter_topic_configs, ConfigOp};
-use super::{create_client, ClusterError};
+use rdkafka::client::DefaultClientContext;
+
+use super::{create_client, diagnose, ClusterError};
 use crate::config::{ClientSettings, ClusterConfig};
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,6 +71,9 @@ pub struct AdminError {
 pub struct ClusterAdmin {
     alias: String,
     client: AdminClient<DefaultClientContext>,
+    /// The cluster and settings it was made from, for [`ClusterAdmin::why_refused`].
+    cluster: ClusterConfig,
+    settings: ClientSettings,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -82,12 +86,18 @@ impl ClusterAdmin {
             what: "starting the admin runtime".into(),
             reason: e.to_string(),
         })?;
-        Ok(Self { alias: cluster.alias.to_string(), client, runtime })
+        Ok(Self { alias: cluster.alias.to_string(), client, cluster: cluster.clone(), settings: settings.clone(), runtime })
     }
 
     /// The underlying client, for metadata requests.
     pub fn client(&self) -> &rdkafka::client::Client<DefaultClientContext> {
         self.client.inner()
+    }
+
+    /// Why the cluster refuses this client's settings (a login, a certificate), if a probe
+    /// with them can tell; `None` when it cannot (the cluster is simply down, say).
+    pub fn why_refused(&self, wait: Duration) -> Option<String> {
+        diagnose::why_refused(&self.cluster, &self.settings, wait)
     }
 
     /// Partition count of every topic of the cluster.

@@ -3,6 +3,7 @@
 
 mod acls;
 mod admin;
+mod diagnose;
 mod ffi;
 mod group_offsets;
 mod shared;
@@ -16,11 +17,15 @@ use rdkafka::error::KafkaError;
 
 pub use acls::{create_topic_acls, describe_topic_acls, AclOperation, TopicAcl};
 pub use admin::{AdminError, ClusterAdmin, Ensured, TopicSpec};
+pub use diagnose::{cause_of, explain, Cause};
 pub use group_offsets::{list_group_offsets, GroupOffset};
 pub use shared::{ControlProducer, PerCluster};
 pub use topic_configs::{incremental_alter_topic_configs, ConfigOp};
 
 use crate::config::{ClientSettings, ClusterConfig};
+
+/// How long finding out why a cluster did not answer may take.
+const DIAGNOSIS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a cluster may take to answer its first metadata request.
 pub const REACH_TIMEOUT: Duration = Duration::from_secs(15);
@@ -41,6 +46,16 @@ pub enum ClusterError {
         timeout: Duration,
         /// What librdkafka said.
         reason: String,
+    },
+    /// The cluster answered but refused strait (a login, a certificate).
+    #[error("cluster `{alias}` at {bootstrap} refused strait: {cause}")]
+    Refused {
+        /// The cluster alias.
+        alias: String,
+        /// `bootstrap.servers` as configured.
+        bootstrap: String,
+        /// What went wrong and what to check (never a secret).
+        cause: String,
     },
     /// librdkafka refused a client setting.
     #[error("cluster `{alias}`: {role} setting `{key}` (line {line}) was refused by librdkafka: {reason}; fix or remove it")]
@@ -82,7 +97,7 @@ where
     T: FromClientConfigAndContext<C>,
     C: ClientContext,
 {
-    let (translated, _) = settings.to_librdkafka();
+    let translated = librdkafka_settings(cluster, settings, role)?;
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", &cluster.bootstrap_servers);
     config.set("client.id", format!("strait-{}-{role}", cluster.alias));
@@ -102,19 +117,45 @@ where
             role,
             line: translated.iter().find(|s| s.key == key).map_or(0, |s| s.line),
             key,
-            reason,
+            reason: format!("{reason}{}", missing_feature(&reason)),
         },
-        other => ClusterError::Client { alias: cluster.alias.to_string(), what: format!("creating the {role} client"), reason: other.to_string() },
+        other => {
+            let reason = other.to_string();
+            ClusterError::Client { alias: cluster.alias.to_string(), what: format!("creating the {role} client"), reason: format!("{reason}{}", missing_feature(&reason)) }
+        }
     })
 }
 
-/// Asks `client` for cluster metadata, turning silence into [`ClusterError::Unreachable`].
-pub fn check_reachable<C: ClientContext>(
-    client: &rdkafka::client::Client<C>,
-    cluster: &ClusterConfig,
-    timeout: Duration,
-) -> Result<(), ClusterError> {
-    client.fetch_metadata(None, timeout).map(|_| ()).map_err(|e| ClusterError::Unreachable {
+/// What to build when librdkafka refuses a setting because a Cargo feature left it out.
+fn missing_feature(reason: &str) -> &'static str {
+    if reason.contains("GSSAPI") {
+        "; this strait was built without Kerberos: build it with `cargo build --release --features gssapi` (needs `apt-get install libsasl2-dev`)"
+    } else if reason.contains("libcurl") {
+        "; this strait was built without OIDC: build it with the default features (`oidc`)"
+    } else {
+        ""
+    }
+}
+
+/// The operator's settings in librdkafka's words, key and trust stores included.
+pub(crate) fn librdkafka_settings(cluster: &ClusterConfig, settings: &ClientSettings, role: &str) -> Result<Vec<crate::config::Setting>, ClusterError> {
+    let (mut translated, _) = settings.to_librdkafka();
+    translated.extend(crate::config::store_settings(settings).map_err(|e| ClusterError::Client {
+        alias: cluster.alias.to_string(),
+        what: format!("reading the {role} client's key and trust stores"),
+        reason: e.to_string(),
+    })?);
+    Ok(translated)
+}
+
+/// Asks `admin`'s cluster for metadata, turning silence into [`ClusterError::Unreachable`], or
+/// into [`ClusterError::Refused`] when librdkafka said why (a refused login or certificate).
+pub fn check_reachable(admin: &ClusterAdmin, cluster: &ClusterConfig, timeout: Duration) -> Result<(), ClusterError> {
+    let Err(e) = admin.client().fetch_metadata(None, timeout) else { return Ok(()) };
+    if let Some(cause) = admin.why_refused(DIAGNOSIS_TIMEOUT) {
+        return Err(ClusterError::Refused { alias: cluster.alias.to_string(), bootstrap: cluster.bootstrap_servers.clone(), cause });
+    }
+    Err(ClusterError::Unreachable {
         alias: cluster.alias.to_string(),
         bootstrap: cluster.bootstrap_servers.clone(),
         line: cluster.line,

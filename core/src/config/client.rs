@@ -74,6 +74,7 @@ impl ClientSettings {
                     value,
                     line: s.line,
                 })),
+                Translation::Consumed => {}
                 Translation::Drop(why) => {
                     warnings.push(format!("line {}: client setting `{}` is ignored: {why}", s.line, s.key))
                 }
@@ -137,6 +138,8 @@ pub(crate) fn is_common_client_key(key: &str) -> bool {
 
 enum Translation {
     Keep,
+    /// Read elsewhere: the key and trust stores, see [`super::stores`].
+    Consumed,
     Renamed(&'static str, String),
     Many(Vec<(&'static str, String)>),
     Drop(&'static str),
@@ -145,19 +148,32 @@ enum Translation {
 fn translate(s: &Setting) -> Translation {
     match s.key.as_str() {
         "sasl.mechanism" => Translation::Renamed("sasl.mechanisms", s.value.clone()),
-        "sasl.jaas.config" => match jaas_credentials(&s.value) {
-            Some((user, pass)) => Translation::Many(vec![("sasl.username", user), ("sasl.password", pass)]),
-            None => Translation::Drop("only PlainLoginModule / ScramLoginModule with username and password are understood; set `sasl.username` and `sasl.password` instead"),
+        "sasl.jaas.config" => match jaas(&s.value) {
+            Some(pairs) => Translation::Many(pairs),
+            None => Translation::Drop(
+                "only the Plain, Scram, OAuthBearer and Krb5 login modules are understood; set librdkafka's `sasl.username`/`sasl.password`, `sasl.oauthbearer.*` or `sasl.kerberos.*` keys instead",
+            ),
         },
+        // librdkafka's OIDC support fetches and refreshes tokens itself.
+        "sasl.login.callback.handler.class" if s.value.contains("OAuthBearer") => Translation::Consumed,
+        "sasl.oauthbearer.scope.claim.name" | "sasl.oauthbearer.sub.claim.name" | "sasl.login.refresh.window.factor"
+        | "sasl.login.refresh.window.jitter" | "sasl.login.refresh.min.period.seconds" | "sasl.login.refresh.buffer.seconds"
+        | "sasl.login.connect.timeout.ms" | "sasl.login.read.timeout.ms" | "sasl.login.class" | "sasl.client.callback.handler.class" => {
+            Translation::Drop("it is a Java client setting with no librdkafka counterpart")
+        }
+        "sasl.kerberos.service.name" => Translation::Keep,
+        "sasl.kerberos.kinit.cmd" | "sasl.kerberos.min.time.before.relogin" => Translation::Keep,
+        "sasl.kerberos.ticket.renew.window.factor" | "sasl.kerberos.ticket.renew.jitter" => {
+            Translation::Drop("librdkafka renews Kerberos tickets with `sasl.kerberos.kinit.cmd`")
+        }
         "ssl.endpoint.identification.algorithm" if s.value.is_empty() => {
             Translation::Renamed("ssl.endpoint.identification.algorithm", "none".into())
         }
-        "ssl.truststore.location" => Translation::Renamed("ssl.ca.location", s.value.clone()),
-        "ssl.truststore.type" | "ssl.truststore.password" | "ssl.keystore.type" | "ssl.keystore.location"
-        | "ssl.keystore.password" | "ssl.key.password" | "ssl.protocol" | "ssl.enabled.protocols"
-        | "ssl.trustmanager.algorithm" | "ssl.keymanager.algorithm" => Translation::Drop(
-            "Java key stores are not readable by librdkafka; give PEM files with `ssl.ca.location`, `ssl.certificate.location` and `ssl.key.location`",
-        ),
+        key if super::stores::STORE_KEYS.contains(&key) => Translation::Consumed,
+        "ssl.protocol" | "ssl.enabled.protocols" => Translation::Drop("librdkafka negotiates TLS 1.2 or 1.3 through OpenSSL"),
+        "ssl.trustmanager.algorithm" | "ssl.keymanager.algorithm" | "ssl.provider" | "ssl.secure.random.implementation"
+        | "ssl.engine.factory.class" => Translation::Drop("it names a Java security provider; librdkafka uses OpenSSL"),
+        "ssl.cipher.suites" => Translation::Drop("Java cipher suite names differ from OpenSSL's; set librdkafka's `ssl.cipher.suites` in OpenSSL's syntax under a `<alias>.` prefix instead"),
         "buffer.memory" => match s.value.trim().parse::<u64>() {
             Ok(bytes) => Translation::Renamed("queue.buffering.max.kbytes", (bytes / 1024).max(1).to_string()),
             Err(_) => Translation::Drop("not a number of bytes"),
@@ -179,14 +195,65 @@ fn translate(s: &Setting) -> Translation {
     }
 }
 
-/// Pulls `username="..." password="..."` out of a JAAS line.
-fn jaas_credentials(jaas: &str) -> Option<(String, String)> {
-    let field = |name: &str| -> Option<String> {
-        let start = jaas.find(&format!("{name}="))? + name.len() + 1;
-        let rest = jaas[start..].strip_prefix('"')?;
-        Some(rest[..rest.find('"')?].to_string())
-    };
-    Some((field("username")?, field("password")?))
+/// librdkafka's settings for a JAAS line (`<LoginModule> required key="value" …;`), for the login
+/// modules librdkafka has a counterpart of.
+fn jaas(line: &str) -> Option<Vec<(&'static str, String)>> {
+    let (module, options) = jaas_options(line)?;
+    let get = |name: &str| options.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let class = module.rsplit('.').next().unwrap_or(&module);
+    match class {
+        "PlainLoginModule" | "ScramLoginModule" => Some(vec![("sasl.username", get("username")?), ("sasl.password", get("password")?)]),
+        "OAuthBearerLoginModule" => {
+            // Kafka's unsecured development tokens, which librdkafka can make too.
+            if let Some(subject) = get("unsecuredLoginStringClaim_sub") {
+                return Some(vec![("enable.sasl.oauthbearer.unsecure.jwt", "true".into()), ("sasl.oauthbearer.config", format!("principal={subject}"))]);
+            }
+            let mut out = vec![("sasl.oauthbearer.method", "oidc".to_string()), ("sasl.oauthbearer.client.id", get("clientId")?), ("sasl.oauthbearer.client.secret", get("clientSecret")?)];
+            if let Some(scope) = get("scope") {
+                out.push(("sasl.oauthbearer.scope", scope));
+            }
+            Some(out)
+        }
+        "Krb5LoginModule" => {
+            let mut out = Vec::new();
+            if let Some(principal) = get("principal") {
+                out.push(("sasl.kerberos.principal", principal));
+            }
+            if let Some(keytab) = get("keyTab") {
+                out.push(("sasl.kerberos.keytab", keytab));
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// A JAAS line's login module and its `key=value` options (values quoted or bare).
+fn jaas_options(line: &str) -> Option<(String, Vec<(String, String)>)> {
+    let line = line.trim().trim_end_matches(';');
+    let mut words = line.splitn(3, char::is_whitespace);
+    let module = words.next()?.to_string();
+    let _flag = words.next()?;
+    let mut rest = words.next().unwrap_or("").trim_start();
+    let mut options = Vec::new();
+    while !rest.is_empty() {
+        let eq = rest.find('=')?;
+        let key = rest[..eq].trim().to_string();
+        let after = &rest[eq + 1..];
+        let (value, tail) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted.find('"')?;
+                (quoted[..end].to_string(), &quoted[end + 1..])
+            }
+            None => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (after[..end].to_string(), &after[end..])
+            }
+        };
+        options.push((key, value));
+        rest = tail.trim_start();
+    }
+    Some((module, options))
 }
 
 #[cfg(test)]
@@ -213,6 +280,34 @@ mod tests {
         assert!(keys.contains(&("sasl.mechanisms", "PLAIN")));
         assert!(!format!("{c:?}").contains("s3cr3t"));
         assert!(!format!("{:?}", out).contains("s3cr3t"));
+    }
+
+    fn translated(jaas: &str) -> Vec<(String, String)> {
+        let mut c = ClientSettings::default();
+        c.put_if_absent(set("sasl.jaas.config", jaas));
+        let (out, warnings) = c.to_librdkafka();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        out.into_iter().map(|s| (s.key, s.value)).collect()
+    }
+
+    #[test]
+    fn oauthbearer_and_kerberos_jaas_lines_become_librdkafkas_keys() {
+        let oidc = translated(
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="strait" clientSecret="t0ps3cret" scope="kafka";"#,
+        );
+        let want = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert!(oidc.contains(&want("sasl.oauthbearer.method", "oidc")));
+        assert!(oidc.contains(&want("sasl.oauthbearer.client.id", "strait")));
+        assert!(oidc.contains(&want("sasl.oauthbearer.client.secret", "t0ps3cret")));
+        assert!(oidc.contains(&want("sasl.oauthbearer.scope", "kafka")));
+        let unsecured = translated(r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";"#);
+        assert!(unsecured.contains(&want("sasl.oauthbearer.config", "principal=alice")));
+        let krb = translated(r#"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/etc/strait.keytab" principal="strait@EXAMPLE.COM";"#);
+        assert!(krb.contains(&want("sasl.kerberos.keytab", "/etc/strait.keytab")));
+        assert!(krb.contains(&want("sasl.kerberos.principal", "strait@EXAMPLE.COM")));
+        let mut c = ClientSettings::default();
+        c.put_if_absent(set("sasl.jaas.config", r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a" clientSecret="t0ps3cret";"#));
+        assert!(!format!("{c:?}").contains("t0ps3cret"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod client;
 mod flow;
 pub mod properties;
+mod stores;
 mod sync;
 
 use std::fmt;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 pub use client::{ClientRole, ClientSettings, Setting};
 pub use flow::{PolicyKind, TopicFilter};
+pub use stores::{store_kind, store_settings, StoreError, StoreKind};
 pub use sync::{TopicConfigSync, DEFAULT_CONFIG_PROPERTIES_EXCLUDE};
 
 /// The name an operator gives a cluster in `clusters = ...`, e.g. `us-east`.

@@ -271,7 +271,7 @@ fn member(
         .cluster(&flow.target)
         .ok_or_else(|| client_error("looking up the cluster", "not in `clusters`".into()))?;
     let admin = ClusterAdmin::connect(target, &flow.target_admin)?;
-    check_reachable(admin.client(), target, REACH_TIMEOUT)?;
+    check_reachable(&admin, target, REACH_TIMEOUT)?;
     let topic = tasks_topic(flow);
     admin.ensure_exists(&TopicSpec {
         name: topic.clone(),

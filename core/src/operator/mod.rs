@@ -72,10 +72,10 @@ impl FlowView {
         let naming = WasmNaming::new(policy.naming.instantiate(&flow)?);
 
         let target_admin = ClusterAdmin::connect(&target, &flow.target_admin)?;
-        check_reachable(target_admin.client(), &target, SOURCE_TIMEOUT)?;
+        check_reachable(&target_admin, &target, SOURCE_TIMEOUT)?;
         let target_groups = Groups::connect(&target, &flow.target_admin)?;
         let source_admin = ClusterAdmin::connect(&source, &flow.source_admin)?;
-        let source_reachable = check_reachable(source_admin.client(), &source, SOURCE_TIMEOUT).is_ok();
+        let source_reachable = check_reachable(&source_admin, &source, SOURCE_TIMEOUT).is_ok();
 
         let mut translation = Translation::default();
         let forward = positions_topic(source.alias.as_str());

@@ -39,7 +39,7 @@ pub fn preview_filters(config: &Config, flow: &FlowConfig) -> Result<FilterPrevi
     let naming = WasmNaming::new(policy.naming.instantiate(flow)?);
     let filters = policy.filters(flow)?;
     let admin = ClusterAdmin::connect(source, &flow.source_admin)?;
-    check_reachable(admin.client(), source, SOURCE_TIMEOUT)?;
+    check_reachable(&admin, source, SOURCE_TIMEOUT)?;
 
     let mut out = FilterPreview::default();
     let mut names: Vec<String> = admin.partition_counts()?.into_keys().collect();

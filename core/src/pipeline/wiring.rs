@@ -98,9 +98,9 @@ pub fn build_flow(
     // A broken policy is found before any cluster is touched.
     let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
     let source_admin = Arc::new(ClusterAdmin::connect(source, &flow.source_admin)?);
-    check_reachable(source_admin.client(), source, REACH_TIMEOUT)?;
+    check_reachable(&source_admin, source, REACH_TIMEOUT)?;
     let target_admin = Arc::new(ClusterAdmin::connect(target, &flow.target_admin)?);
-    check_reachable(target_admin.client(), target, REACH_TIMEOUT)?;
+    check_reachable(&target_admin, target, REACH_TIMEOUT)?;
     let policy_filters = policy.filters(flow)?;
 
     // The producers come first: in exactly-once mode their `init_transactions` fences the
