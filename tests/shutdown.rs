@@ -58,7 +58,13 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
     // The restart replicates everything the target had not acknowledged: nothing lost.
     let second = first.restart();
     let settled = settled_count(&target.bootstrap, &remote, RECORDS as i64 + 1, Duration::from_secs(180)).unwrap_or_else(|| {
-        panic!("after the restart the target holds {} of {}; log:\n{}", record_count(&target.bootstrap, &remote), RECORDS + 1, second.log_text())
+        panic!(
+            "after the restart the target holds {} of {}; log:\n{}\nlog before the restart:\n{}",
+            record_count(&target.bootstrap, &remote),
+            RECORDS + 1,
+            second.log_text(),
+            first.log_text()
+        )
     });
     let got = read_all(&target.bootstrap, &remote, settled as usize, Duration::from_secs(120));
     let check = check_seqs(got.iter().flatten().filter(|r| r.value.as_deref() != Some(&b"up"[..])), RECORDS);

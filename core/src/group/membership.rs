@@ -20,6 +20,18 @@ use crate::events::{FlowRetrying, TasksChanged};
 const POLL: Duration = Duration::from_millis(100);
 /// How long to wait before trying again to set up the membership.
 const RETRY: Duration = Duration::from_secs(2);
+/// What the rebalance timeout leaves a member beyond storing its revoked tasks' positions.
+const REJOIN_SLACK: Duration = Duration::from_secs(15);
+
+/// The rebalance timeout (`max.poll.interval.ms`, which librdkafka sends as such): how long the
+/// coordinator waits for every member to rejoin once a rebalance began. A member stores its
+/// revoked tasks' positions (at most `revoke_wait`) before it rejoins, so it needs that much;
+/// and a member that died without leaving (killed while its target was frozen, say) holds
+/// every other member's tasks back that long, so it should be no more: librdkafka's default is
+/// five minutes.
+fn rebalance_timeout(revoke_wait: Duration, session: Duration) -> Duration {
+    (revoke_wait + REJOIN_SLACK).max(session)
+}
 
 /// Which tasks of a flow this process runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -280,11 +292,13 @@ fn member(
         configs: Vec::new(),
     })?;
     let session_ms = flow.group_session_timeout.as_millis().to_string();
+    let rebalance_ms = rebalance_timeout(revoke_wait, flow.group_session_timeout).as_millis().to_string();
     let group = group_id(config, flow);
     let mut forced: Vec<(&str, &str)> = vec![
         ("group.id", &group),
         ("partition.assignment.strategy", "cooperative-sticky"),
         ("session.timeout.ms", &session_ms),
+        ("max.poll.interval.ms", &rebalance_ms),
         ("enable.auto.commit", "false"),
         ("enable.partition.eof", "false"),
     ];
