@@ -49,9 +49,14 @@ const CONSUMER_FORCED: &[(&str, &str)] = &[
 const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     ("message.timeout.ms", "0"),
     ("linger.ms", "5"),
+    COMPRESSION,
     ("queue.buffering.max.kbytes", "16384"),
     ("queue.buffering.max.messages", "100000"),
 ];
+/// The target producer's codec unless `<target>.producer.compression.type` says otherwise: lz4
+/// cut JSON records' bytes on the wire by two thirds at no measurable producer CPU, and costs
+/// half a microsecond a record on data it cannot shrink (`benches/codecs.sh`, RESULTS.md).
+const COMPRESSION: (&str, &str) = ("compression.type", "lz4");
 /// Producer settings that keep order and the delivery guarantee.
 const PRODUCER_FORCED: &[(&str, &str)] = &[("enable.idempotence", "true"), ("acks", "all")];
 
@@ -341,7 +346,7 @@ fn target_producers(
     let messages = (100_000 / share).max(10_000).to_string();
     // A transactional producer may not wait forever on a record (`message.timeout.ms = 0`); it
     // waits out the transaction, and a timeout restarts the flow at its last commit.
-    let defaults = [("linger.ms", "5"), ("queue.buffering.max.kbytes", kbytes.as_str()), ("queue.buffering.max.messages", messages.as_str())];
+    let defaults = [("linger.ms", "5"), COMPRESSION, ("queue.buffering.max.kbytes", kbytes.as_str()), ("queue.buffering.max.messages", messages.as_str())];
     // The coordinator aborts a transaction older than its timeout, so it must well exceed the
     // commit interval; librdkafka refuses record and socket timeouts beyond it.
     let timeout = flow.transaction_interval.saturating_mul(3).max(std::time::Duration::from_secs(60)).as_millis().to_string();
