@@ -156,6 +156,27 @@ impl TasksChanged<'_> {
     }
 }
 
+/// A flow's group member went too long without an assignment and joins again with a new
+/// consumer.
+pub struct MembershipRejoining<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// How long it waited.
+    pub waited: std::time::Duration,
+}
+
+impl MembershipRejoining<'_> {
+    /// Logs a warning and counts `strait_group_rejoins_total`.
+    pub fn emit(&self) {
+        warn!(
+            flow = self.flow,
+            waited_s = self.waited.as_secs(),
+            "the flow's group gave this process no assignment in time; joining again with a new member"
+        );
+        counter!("strait_group_rejoins_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
 /// An exactly-once flow committed its transactions (one per owned task): the records, the
 /// positions and the offset runs written since the last commit became visible together.
 pub struct TransactionsCommitted<'a> {

@@ -11,7 +11,9 @@ mod partition;
 mod topics;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
-pub use flows::{AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted};
+pub use flows::{
+    AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted,
+};
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
@@ -14,7 +14,7 @@ use rdkafka::ClientContext;
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, TopicSpec, REACH_TIMEOUT};
 use crate::config::{Config, FlowConfig};
 use super::GroupSession;
-use crate::events::{FlowRetrying, TasksChanged};
+use crate::events::{FlowRetrying, MembershipRejoining, TasksChanged};
 
 /// How often the membership thread polls its consumer (which keeps it in the group).
 const POLL: Duration = Duration::from_millis(100);
@@ -22,6 +22,18 @@ const POLL: Duration = Duration::from_millis(100);
 const RETRY: Duration = Duration::from_secs(2);
 /// What the rebalance timeout leaves a member beyond storing its revoked tasks' positions.
 const REJOIN_SLACK: Duration = Duration::from_secs(15);
+
+/// How long a member may go without an assignment (after joining, or after a revocation or
+/// a lost assignment) before it gives up on its consumer and joins with a new one. librdkafka
+/// calls the assignment callback after every completed rebalance, even one that gives this
+/// member nothing, and a rebalance ends within the rebalance timeout (the coordinator drops
+/// members that did not rejoin by then), after at most `revoke_wait` of this member storing
+/// its positions. Waiting twice that and a session more is only ever reached by a consumer
+/// stuck rejoining: one seen after its coordinator was frozen past the session timeout never
+/// joined again while the same flow's other clients recovered.
+fn stuck_after(revoke_wait: Duration, session: Duration) -> Duration {
+    rebalance_timeout(revoke_wait, session) * 2 + session
+}
 
 /// The rebalance timeout (`max.poll.interval.ms`, which librdkafka sends as such): how long the
 /// coordinator waits for every member to rejoin once a rebalance began. A member stores its
@@ -192,6 +204,19 @@ struct Context {
     /// Set when the process leaves: the revocation that leaving brings waits for nobody.
     leaving: Arc<AtomicBool>,
     session: Arc<GroupSession>,
+    /// Since when the member has waited for an assignment; `None` while it holds one.
+    unassigned_since: Mutex<Option<Instant>>,
+}
+
+impl Context {
+    fn waiting_since(&self, since: Option<Instant>) {
+        *self.unassigned_since.lock().unwrap_or_else(|p| p.into_inner()) = since;
+    }
+
+    /// How long the member has waited for an assignment.
+    fn waited(&self) -> Duration {
+        self.unassigned_since.lock().unwrap_or_else(|p| p.into_inner()).map_or(Duration::ZERO, |t| t.elapsed())
+    }
 }
 
 impl ClientContext for Context {}
@@ -199,6 +224,8 @@ impl ClientContext for Context {}
 impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         let Rebalance::Revoke(revoked) = rebalance else { return };
+        // Every revocation is followed by an assignment (at once, or after the rejoin).
+        self.waiting_since(Some(Instant::now()));
         // A cooperative revocation comes with the new generation already given: the positions
         // stored now are this member's to store. A lost assignment's are not: this process is
         // no member any more, and whoever owns its tasks now may have stored newer ones.
@@ -234,8 +261,14 @@ impl ConsumerContext for Context {
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Error(_) => return self.session.set(None, BTreeSet::new()),
-            Rebalance::Assign(_) => self.session.set(consumer.group_metadata(), owned(consumer)),
+            Rebalance::Error(_) => {
+                self.waiting_since(Some(Instant::now()));
+                return self.session.set(None, BTreeSet::new());
+            }
+            Rebalance::Assign(_) => {
+                self.waiting_since(None);
+                self.session.set(consumer.group_metadata(), owned(consumer))
+            }
             // After a lost assignment the consumer's member id is already reset: nothing valid
             // to record until the next assignment.
             Rebalance::Revoke(_) if consumer.assignment_lost() => self.session.set(None, BTreeSet::new()),
@@ -313,7 +346,9 @@ fn member(
         revoke_wait,
         leaving: stop.clone(),
         session: session.clone(),
+        unassigned_since: Mutex::new(Some(Instant::now())),
     };
+    let stuck_after = stuck_after(revoke_wait, flow.group_session_timeout);
     let consumer: BaseConsumer<Context> = create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
     consumer
         .subscribe(&[&topic])
@@ -327,9 +362,31 @@ fn member(
             }
             .emit();
         }
+        let waited = consumer.context().waited();
+        if waited > stuck_after {
+            MembershipRejoining { flow: &flow.name(), waited }.emit();
+            break;
+        }
     }
     if instance.is_none() {
         consumer.unsubscribe();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_gives_up_only_after_any_rebalance_it_could_be_in_had_ended() {
+        let (revoke_wait, session) = (Duration::from_secs(30), Duration::from_secs(10));
+        assert_eq!(rebalance_timeout(revoke_wait, session), Duration::from_secs(45));
+        // Storing the revoked tasks' positions, then the longest the coordinator waits for
+        // the others: an assignment comes by then unless the consumer is stuck.
+        assert!(stuck_after(revoke_wait, session) > revoke_wait + rebalance_timeout(revoke_wait, session) + session);
+        assert_eq!(stuck_after(revoke_wait, session), Duration::from_secs(100));
+        // A session longer than the revocation wait bounds the rebalance instead.
+        assert_eq!(rebalance_timeout(Duration::from_secs(1), Duration::from_secs(60)), Duration::from_secs(60));
+    }
 }
