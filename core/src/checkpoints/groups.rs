@@ -7,7 +7,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::cluster::{create_client, list_group_offsets, ClusterError};
+use crate::cluster::{create_client, list_group_offsets, list_offsets_of_groups, ClusterError, GroupOffset};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// How long one group request may take.
@@ -69,9 +69,28 @@ impl Groups {
         if partitions.is_empty() {
             return Ok(Vec::new());
         }
-        let wanted: HashSet<(&str, i32)> = partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect();
-        let all = list_group_offsets(self.lister.client(), group, REQUEST_TIMEOUT)
-            .map_err(|reason| self.fail(format!("reading the committed offsets of group `{group}`"), reason))?;
+        let all = list_group_offsets(self.lister.client(), group, REQUEST_TIMEOUT);
+        self.among(group, all, &wanted(partitions))
+    }
+
+    /// The committed offsets among `partitions` of each of `groups`, asked for many groups at
+    /// once; each group gets its own answer or error, in the order given.
+    pub fn committed_by_group(&self, groups: &[String], partitions: &[(String, i32)]) -> Vec<(String, Result<Vec<Committed>, ClusterError>)> {
+        if partitions.is_empty() {
+            return groups.iter().map(|g| (g.clone(), Ok(Vec::new()))).collect();
+        }
+        let wanted = wanted(partitions);
+        list_offsets_of_groups(self.lister.client(), groups, REQUEST_TIMEOUT)
+            .into_iter()
+            .map(|(group, all)| {
+                let committed = self.among(&group, all, &wanted);
+                (group, committed)
+            })
+            .collect()
+    }
+
+    fn among(&self, group: &str, all: Result<Vec<GroupOffset>, String>, wanted: &HashSet<(&str, i32)>) -> Result<Vec<Committed>, ClusterError> {
+        let all = all.map_err(|reason| self.fail(format!("reading the committed offsets of group `{group}`"), reason))?;
         Ok(all
             .into_iter()
             .filter(|(topic, partition, _, _)| wanted.contains(&(topic.as_str(), *partition)))
@@ -94,6 +113,10 @@ impl Groups {
             reason: e.to_string(),
         })
     }
+}
+
+fn wanted(partitions: &[(String, i32)]) -> HashSet<(&str, i32)> {
+    partitions.iter().map(|(t, p)| (t.as_str(), *p)).collect()
 }
 
 fn consumer(cluster: &ClusterConfig, settings: &ClientSettings, group: &str) -> Result<BaseConsumer, ClusterError> {

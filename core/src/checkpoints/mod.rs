@@ -173,8 +173,16 @@ impl CheckpointTask {
             }
         }
         let (mut written, mut moved_groups) = (0, 0);
-        for group in &groups {
-            let committed = self.source_groups.committed(group, &partitions)?;
+        for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
+            // A group whose offsets could not be read is held back alone, until a later round.
+            let committed = match committed {
+                Ok(committed) => committed,
+                Err(e) => {
+                    FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit();
+                    continue;
+                }
+            };
+            let group = group.as_str();
             let mut moved = false;
             for c in &committed {
                 let Some(w) = by_partition.get(&(c.topic.as_str(), c.partition)) else { continue };
