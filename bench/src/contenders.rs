@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::kafka::Stand;
+use crate::spawn;
 
 /// Who replicates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -39,7 +40,7 @@ impl Contender {
             Contender::Ceiling => "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
                 one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, a 1 GiB queue), one thread"
                 .into(),
-            Contender::Strait => "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer with a \
+            Contender::Strait => "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer compressing with lz4, with a \
                 16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                 offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
                 .into(),
@@ -58,6 +59,8 @@ pub struct Running {
     pub child: Child,
     /// Where its records land on us-west.
     pub target_topic: String,
+    /// strait's metrics port.
+    pub metrics_port: Option<u16>,
 }
 
 impl Drop for Running {
@@ -85,6 +88,7 @@ pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions
          {alias}->us-west.topics = {source_topic}\nreplication.factor = 1\n",
         stand.east, stand.west
     );
+    let mut metrics_port = None;
     let (child, target_topic) = match contender {
         Contender::Ceiling => {
             let target = format!("ceiling-{run}");
@@ -99,16 +103,8 @@ pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions
         }
         Contender::Strait => {
             let path = config(common)?;
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let child = Command::new(bin("strait")?)
-                .args(["run", "--config"])
-                .arg(&path)
-                .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
-                .env("STRAIT_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .context("starting strait (build it with `cargo build --release`)")?;
+            let (child, port) = spawn::strait(&bin("strait")?, &path, log)?;
+            metrics_port = Some(port);
             (child, format!("{alias}.{source_topic}"))
         }
         Contender::Mm2 => {
@@ -118,17 +114,9 @@ pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions
                  config.storage.replication.factor = 1\nus-west.producer.linger.ms = 5\nus-west.producer.batch.size = 1000000\n\
                  {alias}.consumer.max.poll.records = 2000\nsync.topic.acls.enabled = false\n"
             ))?;
-            let child = Command::new("bash")
-                .current_dir(&stand.root)
-                .args(["scripts/kafka.sh", "mm2"])
-                .arg(&path)
-                .env("STRAIT_LOG_LEVEL", "WARN")
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .context("starting MirrorMaker 2")?;
+            let child = spawn::mm2(&stand.root, &path, log)?;
             (child, format!("{alias}.{source_topic}"))
         }
     };
-    Ok(Running { child, target_topic })
+    Ok(Running { child, target_topic, metrics_port })
 }

@@ -84,6 +84,23 @@ impl Stand {
             .is_some_and(|md| md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
     }
 
+    /// Bytes of `topic`'s log segments on us-west's brokers, read from their data directories
+    /// (`scripts/kafka.sh` puts them under `$STRAIT_KAFKA_DIR`); 0 if none is found.
+    pub fn target_log_bytes(&self, topic: &str) -> u64 {
+        let base = std::env::var_os("STRAIT_KAFKA_DIR").map_or_else(|| PathBuf::from("/tmp/strait-kafka"), PathBuf::from).join("us-west");
+        let partition_dir = |name: &str| name.strip_prefix(topic).and_then(|rest| rest.strip_prefix('-')).is_some_and(|p| p.parse::<u32>().is_ok());
+        let files = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect::<Vec<_>>();
+        files(&base)
+            .iter()
+            .flat_map(|node| files(&node.join("data")))
+            .filter(|dir| dir.file_name().and_then(|n| n.to_str()).is_some_and(partition_dir))
+            .flat_map(|dir| files(&dir))
+            .filter(|f| f.extension().is_some_and(|e| e == "log"))
+            .filter_map(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     /// Records in `topic` on us-west (sum of high watermarks).
     pub fn target_records(client: &BaseConsumer, topic: &str, partitions: i32) -> u64 {
         (0..partitions).map(|p| client.fetch_watermarks(topic, p, Duration::from_secs(5)).map_or(0, |(_, high)| high.max(0) as u64)).sum()

@@ -1,6 +1,7 @@
 //! `strait-bench`: strait, real MirrorMaker 2 and the raw copy ceiling on the same clusters and
 //! the same data, in one run. Each contender drains the same pre-loaded backlog into a fresh
-//! topic, per record size; then each follows a steady load for latency. Writes a JSON file, an
+//! topic, per record size; then each follows a steady load for latency, at half the ceiling's
+//! drain rate or at a fixed rate (`--rate`; `--steady-only` skips the drains). Writes a JSON file, an
 //! SVG chart and a Markdown section (appended to benches/RESULTS.md unless `--quick`).
 //!
 //! Run from the repository root after `cargo build --release --workspace`; `benches/vs-mm2.sh`
@@ -11,6 +12,7 @@ mod kafka;
 mod process;
 mod report;
 mod run;
+mod spawn;
 
 use std::path::PathBuf;
 
@@ -21,7 +23,7 @@ use contenders::Contender;
 use report::{Results, SizeResult};
 
 #[derive(Parser)]
-#[command(name = "strait-bench", about = "strait vs MirrorMaker 2 vs a raw copy loop, side by side")]
+#[command(name = "strait-bench", about = "strait vs MirrorMaker 2 vs a raw copy loop, side by side", args_override_self = true)]
 struct Args {
     /// Small backlogs and short steady runs (a few minutes): a smoke test, not a measurement.
     #[arg(long)]
@@ -46,6 +48,32 @@ struct Args {
     /// Skip the steady (latency) runs.
     #[arg(long)]
     drain_only: bool,
+    /// Fixed-rate mode: the steady runs produce this many records a second, whatever the
+    /// ceiling drains (by default half of the ceiling's drain rate).
+    #[arg(long)]
+    rate: Option<u64>,
+    /// Seconds of measured steady load, after a 5 s warm-up (default 20, 5 with `--quick`).
+    #[arg(long)]
+    steady_seconds: Option<u64>,
+    /// Skip the drains: only the steady runs, at `--rate` (latency where the machine is not
+    /// saturated; `benches/latency.sh`).
+    #[arg(long, requires = "rate", conflicts_with = "drain_only")]
+    steady_only: bool,
+}
+
+/// The command that reproduces this run: the script and the arguments given, less where the
+/// files went.
+fn command_line() -> String {
+    let mut words = vec!["benches/vs-mm2.sh".to_string()];
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--results" | "--markdown" => drop(args.next()),
+            _ if a.starts_with("--results=") || a.starts_with("--markdown=") => {}
+            _ => words.push(a),
+        }
+    }
+    words.join(" ")
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,33 +90,52 @@ fn main() -> anyhow::Result<()> {
 
     let stand = kafka::Stand::start(&root)?;
     // (record size, backlog records) and the steady run's length.
-    let (sizes, steady_seconds): (&[(usize, u64)], u64) =
+    let (sizes, default_seconds): (&[(usize, u64)], u64) =
         if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 10_000_000), (1024, 3_000_000), (10240, 300_000)], 20) };
+    let steady_seconds = args.steady_seconds.unwrap_or(default_seconds);
     let all = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
     let contenders: Vec<Contender> = all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
     let sizes: Vec<(usize, u64)> = sizes.iter().copied().filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s)).collect();
-    // A partial run is an experiment, not a result to keep.
-    let partial = contenders.len() < all.len() || sizes.len() < 3 || args.drain_only;
+    // A partial run is an experiment, not a result to keep; a fixed-rate latency run keeps
+    // whatever sizes it was asked for.
+    let partial = contenders.len() < all.len() || (!args.steady_only && (sizes.len() < 3 || args.drain_only));
     // In every name this run creates, so its topics can be found and deleted afterwards.
     let tag = format!("sb{}", std::process::id());
     let mut results = Vec::new();
     for &(size, records) in &sizes {
-        let backlog = format!("backlog-{size}-{tag}");
-        stand.create_topic(true, &backlog, args.partitions)?;
-        eprintln!("loading {records} records of {size} B into {backlog}");
-        stand.preload(&backlog, records, size)?;
         let mut drains = Vec::new();
-        for &c in &contenders {
-            let d = run::drain(c, &stand, &backlog, args.partitions, records, size, &format!("{}-drain-{size}-{tag}", c.name()), &logs)?;
-            eprintln!("  {:<8} drain: {:>9.0} records/s {:>7.1} MB/s, {:.1} CPU s, peak RSS {:.0} MiB", c.name(), d.records_per_second, d.mb_per_second, d.cpu_seconds, d.peak_rss_mib);
-            drains.push((c, d));
+        if !args.steady_only {
+            let backlog = format!("backlog-{size}-{tag}");
+            stand.create_topic(true, &backlog, args.partitions)?;
+            eprintln!("loading {records} records of {size} B into {backlog}");
+            stand.preload(&backlog, records, size)?;
+            for &c in &contenders {
+                let d = run::drain(c, &stand, &backlog, args.partitions, records, size, &format!("{}-drain-{size}-{tag}", c.name()), &logs)?;
+                eprintln!(
+                    "  {:<8} drain: {:>9.0} records/s {:>7.1} MB/s, {:.1} CPU s, peak RSS {:.0} MiB, {:.0} B to the target per record",
+                    c.name(),
+                    d.records_per_second,
+                    d.mb_per_second,
+                    d.cpu_seconds,
+                    d.peak_rss_mib,
+                    d.target_bytes_per_record
+                );
+                drains.push((c, d));
+            }
         }
         let ceiling = drains.iter().find(|(c, _)| *c == Contender::Ceiling).map_or(1000.0, |(_, d)| d.records_per_second);
-        let rate = ((ceiling * 0.5) as u64).max(100);
+        let rate = args.rate.unwrap_or(((ceiling * 0.5) as u64).max(100));
+        eprintln!("  steady load: {rate} records/s of {size} B for {steady_seconds} s after a {} s warm-up", run::WARM_UP_SECONDS);
         let mut steady = Vec::new();
         for &c in contenders.iter().filter(|_| !args.drain_only) {
             let s = run::steady(c, &stand, args.partitions, size, rate, steady_seconds, &format!("{}-steady-{size}-{tag}", c.name()), &logs)?;
             eprintln!("  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms", c.name(), s.p50_ms, s.p99_ms, s.p999_ms);
+            if let Some(i) = s.inside_ms {
+                eprintln!(
+                    "           its own histograms: fetched p50 {:.1} / p99 {:.1} ms, acknowledged p50 {:.1} / p99 {:.1} ms after the source timestamp",
+                    i.fetched_p50, i.fetched_p99, i.acked_p50, i.acked_p99
+                );
+            }
             steady.push((c, s));
         }
         results.push(SizeResult { size, records, drains, steady });
@@ -107,12 +154,15 @@ fn main() -> anyhow::Result<()> {
     let results = Results {
         date: date.clone(),
         machine: format!("{cores} cores, {memory_gib:.0} GiB"),
-        command: if args.quick { "benches/vs-mm2.sh --quick".into() } else { "benches/vs-mm2.sh".into() },
+        command: command_line(),
+        steady_seconds,
+        rate_fixed: args.rate.is_some(),
         partitions: args.partitions,
         settings: contenders.iter().map(|c| (*c, c.settings(args.partitions))).collect(),
         sizes: results,
     };
-    let stem = format!("vs-mm2-{date}-{time}-{}", if partial && !args.quick { "partial" } else { mode });
+    let kind = if args.steady_only { "latency" } else { "vs-mm2" };
+    let stem = format!("{kind}-{date}-{time}-{}", if partial && !args.quick { "partial" } else { mode });
     let json = args.results.join(format!("{stem}.json"));
     let svg = args.results.join(format!("{stem}.svg"));
     results.write_json(&json)?;

@@ -44,6 +44,10 @@ pub struct Results {
     pub command: String,
     /// Partitions of every topic.
     pub partitions: i32,
+    /// Seconds of measured steady load.
+    pub steady_seconds: u64,
+    /// Whether the steady rate was fixed (`--rate`) rather than half the ceiling's drain.
+    pub rate_fixed: bool,
     /// How each contender ran.
     pub settings: Vec<(Contender, String)>,
     /// Per record size.
@@ -70,52 +74,79 @@ impl Results {
     /// The Markdown section for benches/RESULTS.md.
     pub fn markdown(&self, chart: &str) -> String {
         let mut md = format!(
-            "\n## strait vs MirrorMaker 2 vs the raw copy ceiling ({})\n\n{}, Kafka 4.3.1 on loopback (`us-east` 3 brokers, `us-west` 1 broker), \
+            "\n## strait vs MirrorMaker 2 vs the raw copy ceiling{} ({})\n\n{}, Kafka 4.3.1 on loopback (`us-east` 3 brokers, `us-west` 1 broker), \
              {} partitions per topic. Command:\n\n    {}\n\n",
+            if self.sizes.iter().all(|s| s.drains.is_empty()) { ": latency at a fixed rate" } else { "" },
             self.date, self.machine, self.partitions, self.command
         );
         for (c, s) in &self.settings {
             md += &format!("- **{}**: {s}\n", c.name());
         }
-        md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | steady rate asked / achieved | p50 ms | p99 ms | p99.9 ms |\n";
-        md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | B to target per record | steady rate asked / achieved | p50 ms | p99 ms | p99.9 ms |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for s in &self.sizes {
-            for (c, d) in &s.drains {
-                let st = s.steady_of(*c);
+            for c in [Contender::Ceiling, Contender::Strait, Contender::Mm2] {
+                let (d, st) = (s.drain(c), s.steady_of(c));
+                if d.is_none() && st.is_none() {
+                    continue;
+                }
+                let drain = |f: fn(&Drain) -> String| d.map_or("-".to_string(), f);
                 let lat = |f: fn(&Steady) -> f64| st.map_or("-".to_string(), |st| format!("{:.0}", f(st)));
                 let rates = st.map_or("-".to_string(), |st| format!("{} / {:.0}", st.rate, st.achieved_rate));
                 md += &format!(
-                    "| {} | {} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {rates} | {} | {} | {} |\n",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {rates} | {} | {} | {} |\n",
                     size_name(s.size),
                     c.name(),
-                    d.records_per_second,
-                    d.mb_per_second,
-                    d.cpu_seconds,
-                    d.records_per_cpu_second,
-                    d.peak_rss_mib,
-                    d.first_record_seconds,
+                    drain(|d| format!("{:.0}", d.records_per_second)),
+                    drain(|d| format!("{:.1}", d.mb_per_second)),
+                    drain(|d| format!("{:.1}", d.cpu_seconds)),
+                    drain(|d| format!("{:.0}", d.records_per_cpu_second)),
+                    drain(|d| format!("{:.0}", d.peak_rss_mib)),
+                    drain(|d| format!("{:.1}", d.first_record_seconds)),
+                    drain(|d| format!("{:.0}", d.target_bytes_per_record)),
                     lat(|s| s.p50_ms),
                     lat(|s| s.p99_ms),
                     lat(|s| s.p999_ms)
                 );
             }
         }
-        md += "\nRatios from this run, against the goals of issue 5:\n\n";
-        md += "| size | strait/MM2 records per CPU-s (goal ≥ 3) | strait/ceiling throughput (goal ≥ 0.9) | MM2 RSS / strait RSS (goal ≥ 8) | strait p99 ms (goal ≤ 50) |\n|---|---|---|---|---|\n";
+        md += "\nRatios from this run, against the goals of issue 15:\n\n";
+        md += "| size | strait/MM2 records per CPU-s (goal ≥ 4) | strait/ceiling CPU per record (goal ≤ 1.1) | strait/ceiling throughput | MM2 RSS / strait RSS | strait p99 ms (goal ≤ 50) | MM2 p99 / strait p99 (goal ≥ 3) |\n|---|---|---|---|---|---|---|\n";
         for s in &self.sizes {
             let (st, mm, ce) = (s.drain(Contender::Strait), s.drain(Contender::Mm2), s.drain(Contender::Ceiling));
+            let p99 = |c| s.steady_of(c).map(|x| x.p99_ms);
             md += &format!(
-                "| {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
                 size_name(s.size),
                 ratio(st.map(|d| d.records_per_cpu_second), mm.map(|d| d.records_per_cpu_second)),
+                ratio(ce.map(|d| d.records_per_cpu_second), st.map(|d| d.records_per_cpu_second)),
                 ratio(st.map(|d| d.records_per_second), ce.map(|d| d.records_per_second)),
                 ratio(mm.map(|d| d.peak_rss_mib), st.map(|d| d.peak_rss_mib)),
-                s.steady_of(Contender::Strait).map_or("-".into(), |x| format!("{:.0}", x.p99_ms)),
+                p99(Contender::Strait).map_or("-".into(), |x| format!("{x:.0}")),
+                ratio(p99(Contender::Mm2), p99(Contender::Strait)),
             );
         }
-        md += &format!("\nChart: [{chart}]({chart}). Throughput is over the drain (first to last replicated record); CPU is the \
-                        process's user + system time over the same span; latency is arrival at a consumer on the target minus the source \
-                        record's timestamp, after a 5 s warm-up load, at 50% of the ceiling's drain rate.\n");
+        for s in &self.sizes {
+            if let Some(i) = s.steady_of(Contender::Strait).and_then(|st| st.inside_ms) {
+                md += &format!(
+                    "\nstrait's own histograms at {}: a batch's oldest record was fetched p50 {:.1} ms / p99 {:.1} ms after its source timestamp, \
+                     and acknowledged by the target p50 {:.1} ms / p99 {:.1} ms after it.\n",
+                    size_name(s.size),
+                    i.fetched_p50,
+                    i.fetched_p99,
+                    i.acked_p50,
+                    i.acked_p99
+                );
+            }
+        }
+        let load = if self.rate_fixed { "at the fixed rate in the table".to_string() } else { "at 50% of the ceiling's drain rate".to_string() };
+        md += &format!(
+            "\nChart: [{chart}]({chart}). Throughput is over the drain (first to last replicated record); CPU is the \
+             process's user + system time over the same span; bytes to target are the target topic's log segments over its records; \
+             latency is arrival at a consumer on the target minus the source record's timestamp, over {} s after a {} s warm-up load, {load}.\n",
+            self.steady_seconds,
+            crate::run::WARM_UP_SECONDS
+        );
         md
     }
 

@@ -42,6 +42,10 @@ pub struct Drain {
     pub peak_rss_mib: f64,
     /// Seconds from process start to the first replicated record.
     pub first_record_seconds: f64,
+    /// Bytes the target stored per record: its log segments (record batches as the contender
+    /// produced them, compressed or not) over the records. What crosses a WAN, less request
+    /// framing.
+    pub target_bytes_per_record: f64,
 }
 
 /// Drains `records` records of `size` bytes from `source_topic` with `contender`.
@@ -80,6 +84,7 @@ pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions
     let seconds = end.duration_since(first_at).as_secs_f64().max(0.1);
     let cpu = (cpu_end - cpu_first).max(0.01);
     let bytes = records * size as u64;
+    let target_bytes_per_record = stand.target_log_bytes(&running.target_topic) as f64 / records as f64;
     Ok(Drain {
         records,
         bytes,
@@ -91,6 +96,7 @@ pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions
         records_per_cpu_second: records as f64 / cpu,
         peak_rss_mib,
         first_record_seconds: first_at.duration_since(started).as_secs_f64(),
+        target_bytes_per_record,
     })
 }
 
@@ -111,6 +117,75 @@ pub struct Steady {
     pub p99_ms: f64,
     /// 99.9th percentile.
     pub p999_ms: f64,
+    /// strait only, from its own histograms (one observation per partition and batch: the
+    /// batch's oldest record), over every partition: p50 and p99 ms from the source
+    /// timestamp to the fetch, and to the target's acknowledgement. Where its latency goes.
+    pub inside_ms: Option<Inside>,
+}
+
+/// strait's own view of where a record's time goes.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Inside {
+    /// Source timestamp to fetched, p50.
+    pub fetched_p50: f64,
+    /// Source timestamp to fetched, p99.
+    pub fetched_p99: f64,
+    /// Source timestamp to acknowledged by the target, p50.
+    pub acked_p50: f64,
+    /// Source timestamp to acknowledged by the target, p99.
+    pub acked_p99: f64,
+}
+
+/// Reads strait's `/metrics` and estimates, from its record age (at fetch) and replication
+/// latency (at acknowledgement) histograms summed over partitions, their p50 and p99.
+fn inside(port: u16) -> Option<Inside> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    let quantile = |metric: &str, q: f64| bucket_quantile(&text, metric, q).map(|s| s * 1000.0);
+    Some(Inside {
+        fetched_p50: quantile("strait_replication_record_age_seconds", 0.5)?,
+        fetched_p99: quantile("strait_replication_record_age_seconds", 0.99)?,
+        acked_p50: quantile("strait_replication_latency_seconds", 0.5)?,
+        acked_p99: quantile("strait_replication_latency_seconds", 0.99)?,
+    })
+}
+
+/// The `q` quantile of a Prometheus histogram summed over its series, interpolated linearly
+/// inside the bucket it falls in (as PromQL's `histogram_quantile` does).
+fn bucket_quantile(text: &str, metric: &str, q: f64) -> Option<f64> {
+    let prefix = format!("{metric}_bucket{{");
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = line.split("le=\"").nth(1)?.split('"').next()?;
+        let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+        let count: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for (le, cumulative) in buckets {
+        if cumulative >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            let inside = cumulative - below;
+            return Some(if inside > 0.0 { lower + (le - lower) * (rank - below) / inside } else { le });
+        }
+        (lower, below) = (le, cumulative);
+    }
+    None
 }
 
 /// Produces `rate` records per second of `size` bytes for `seconds` into a fresh topic while
@@ -152,6 +227,7 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     }
     stop.store(true, Ordering::Relaxed);
     let arrivals = reader.join().map_err(|_| anyhow::anyhow!("latency reader panicked"))??;
+    let inside_ms = running.metrics_port.and_then(inside);
     drop(running);
     let measured: Vec<&(i64, f64)> = arrivals.iter().filter(|(ts, _)| *ts >= measured_from).collect();
     let span_ms = measured.iter().map(|(ts, _)| *ts).max().unwrap_or(0) - measured.iter().map(|(ts, _)| *ts).min().unwrap_or(0);
@@ -162,11 +238,11 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     }
     steady.sort_by(f64::total_cmp);
     let pct = |p: f64| steady[((steady.len() as f64 * p) as usize).min(steady.len() - 1)];
-    Ok(Steady { rate, achieved_rate, samples: steady.len(), p50_ms: pct(0.50), p99_ms: pct(0.99), p999_ms: pct(0.999) })
+    Ok(Steady { rate, achieved_rate, samples: steady.len(), p50_ms: pct(0.50), p99_ms: pct(0.99), p999_ms: pct(0.999), inside_ms })
 }
 
 /// Seconds of load before the measured load.
-const WARM_UP_SECONDS: u64 = 5;
+pub const WARM_UP_SECONDS: u64 = 5;
 
 fn run_producer(stand: &Stand, topic: &str, records: u64, size: usize, rate: u64) -> anyhow::Result<()> {
     let status = stand.producer_performance(topic, records, size, Some(rate))?.wait().context("steady producer")?;
@@ -205,4 +281,20 @@ fn read_latencies(west: &str, topic: &str, partitions: i32, total: u64, stop: &A
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket_quantile;
+
+    #[test]
+    fn quantiles_from_buckets_summed_over_series() {
+        let text = "x_bucket{p=\"0\",le=\"0.005\"} 10\nx_bucket{p=\"0\",le=\"0.01\"} 20\nx_bucket{p=\"0\",le=\"+Inf\"} 20\n\
+                    x_bucket{p=\"1\",le=\"0.005\"} 0\nx_bucket{p=\"1\",le=\"0.01\"} 10\nx_bucket{p=\"1\",le=\"+Inf\"} 20\n";
+        // 40 observations: 10 up to 5 ms, 20 in 5-10 ms, 10 beyond.
+        assert_eq!(bucket_quantile(text, "x", 0.25), Some(0.005));
+        assert!((bucket_quantile(text, "x", 0.5).unwrap() - 0.0075).abs() < 1e-9);
+        assert_eq!(bucket_quantile(text, "x", 0.99), Some(0.01), "past the last finite bucket: its bound");
+        assert_eq!(bucket_quantile(text, "y", 0.5), None);
+    }
 }

@@ -1,0 +1,138 @@
+//! What one checkpoint round costs to read the committed offsets of many consumer groups: the
+//! groups are made on a cluster of their own (each commits an offset on every partition of one
+//! topic), then strait's reader reads them all one group after another (the round before issue
+//! 15) and with many requests in flight (the round now), and the run reports each way's wall
+//! time and this process's CPU (librdkafka's threads included), checking both read the same.
+//!
+//! Usage: strait-groups BOOTSTRAP GROUPS
+//! (benches/groups.sh starts the cluster and runs it.)
+
+#[path = "../process.rs"]
+// Only `cpu_seconds` is used here; the harness uses the rest.
+#[allow(dead_code)]
+mod process;
+#[path = "../block_on.rs"]
+mod block_on;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use strait_core::checkpoints::{Committed, Groups};
+use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
+
+const TOPIC: &str = "groups-bench";
+const PARTITIONS: i32 = 3;
+const PREFIX: &str = "bench-group-";
+/// Threads committing for the groups being made (the commits wait on the network, not the CPU).
+const MAKERS: usize = 16;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [bootstrap, groups] = args.as_slice() else {
+        bail!("usage: strait-groups BOOTSTRAP GROUPS");
+    };
+    let count: usize = groups.parse().context("GROUPS must be a number")?;
+    let runtime = std::thread::available_parallelism().map_or(1, |n| n.get());
+    create_topic(bootstrap)?;
+    let cluster = ClusterConfig { alias: ClusterAlias::new("bench"), bootstrap_servers: bootstrap.clone(), line: 0 };
+    let reader = Groups::connect(&cluster, &ClientSettings::default()).context("connecting the reader")?;
+    let existing: HashSet<String> = reader.list().context("listing groups")?.into_iter().collect();
+    let names: Vec<String> = (0..count).map(|i| format!("{PREFIX}{i}")).collect();
+    let missing: Vec<&String> = names.iter().filter(|g| !existing.contains(*g)).collect();
+    if !missing.is_empty() {
+        let t = Instant::now();
+        make_groups(bootstrap, &missing)?;
+        eprintln!("made {} groups in {:.0} s", missing.len(), t.elapsed().as_secs_f64());
+    }
+    let partitions: Vec<(String, i32)> = (0..PARTITIONS).map(|p| (TOPIC.to_string(), p)).collect();
+
+    let me = std::process::id();
+    let cpu = || process::cpu_seconds(me).unwrap_or(0.0);
+    let (t, c) = (Instant::now(), cpu());
+    let listed = reader.list().context("listing groups")?;
+    let (list_s, list_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
+
+    let (t, c) = (Instant::now(), cpu());
+    let mut one_by_one = Vec::with_capacity(count);
+    for g in &names {
+        one_by_one.push(reader.committed(g, &partitions).with_context(|| format!("reading group {g}"))?);
+    }
+    let (seq_s, seq_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
+
+    let (t, c) = (Instant::now(), cpu());
+    let in_flight = reader.committed_by_group(&names, &partitions);
+    let (par_s, par_cpu) = (t.elapsed().as_secs_f64(), cpu() - c);
+
+    let mut in_flight_offsets: Vec<Vec<Committed>> = Vec::with_capacity(count);
+    for (g, r) in in_flight {
+        in_flight_offsets.push(r.with_context(|| format!("reading group {g} with others"))?);
+    }
+    if in_flight_offsets != one_by_one {
+        bail!("the two ways read different offsets");
+    }
+    let read: usize = one_by_one.iter().map(Vec::len).sum();
+    if read != count * PARTITIONS as usize {
+        bail!("read {read} committed offsets, expected {}", count * PARTITIONS as usize);
+    }
+    println!("| groups | way | wall s | CPU s | groups per wall-s |");
+    println!("|---|---|---|---|---|");
+    println!("| {} listed | ListGroups | {list_s:.2} | {list_cpu:.2} | - |", listed.len());
+    println!("| {count} | one group per request, in turn (before) | {seq_s:.2} | {seq_cpu:.2} | {:.0} |", count as f64 / seq_s);
+    println!(
+        "| {count} | {} requests in flight (now) | {par_s:.2} | {par_cpu:.2} | {:.0} |",
+        strait_core::cluster::GROUPS_IN_FLIGHT,
+        count as f64 / par_s
+    );
+    eprintln!("{read} committed offsets read both ways, identical; {runtime} cores");
+    Ok(())
+}
+
+fn create_topic(bootstrap: &str) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
+    let topic = NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1));
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
+    let done = block_on::block_on(admin.create_topics([&topic], &options))?;
+    for r in done {
+        if let Err((name, e)) = r {
+            if e != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
+                bail!("creating {name}: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Commits offset `i % 1000` on every partition for each group, from a client of the group's own.
+fn make_groups(bootstrap: &str, groups: &[&String]) -> anyhow::Result<()> {
+    let chunk = groups.len().div_ceil(MAKERS).max(1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = groups
+            .chunks(chunk)
+            .map(|slice| {
+                s.spawn(move || -> anyhow::Result<()> {
+                    for (i, g) in slice.iter().enumerate() {
+                        let c: BaseConsumer = ClientConfig::new()
+                            .set("bootstrap.servers", bootstrap)
+                            .set("group.id", g.as_str())
+                            .set("enable.auto.commit", "false")
+                            .create()
+                            .context("consumer")?;
+                        let mut tpl = TopicPartitionList::new();
+                        for p in 0..PARTITIONS {
+                            tpl.add_partition_offset(TOPIC, p, Offset::Offset((i % 1000) as i64))?;
+                        }
+                        c.commit(&tpl, CommitMode::Sync).with_context(|| format!("committing for {g}"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a group maker panicked"))?)
+    })
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Latency where the machine is not saturated (issue 15): the ceiling, strait and real MirrorMaker 2
+# each replicate a fixed-rate load (10,000 records/s of 1 KiB, 60 s after a 5 s warm-up) while a
+# consumer on the target measures arrival minus source timestamp. Appends a table to
+# benches/RESULTS.md. Any strait-bench option may follow, e.g. --rate 5000 or --sizes 100,1024.
+# Usage: benches/latency.sh [OPTIONS]
+set -euo pipefail
+cd "$(dirname "$0")"
+exec ./vs-mm2.sh --steady-only --rate 10000 --steady-seconds 60 --sizes 1024 "$@"
