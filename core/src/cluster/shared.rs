@@ -1,14 +1,14 @@
 //! Clients shared by every flow of the process, one per cluster and client settings: each
 //! librdkafka client brings a main thread and one per broker, and a few per flow added up to
 //! hundreds of threads in a process with many flows. Shared are the producers of strait's own
-//! small records (heartbeats, checkpoints, offset syncs) and the group clients of the
-//! checkpoint rounds, which all run on one thread.
+//! small records (heartbeats, checkpoints, offset syncs), the admin clients and the group
+//! clients of the checkpoint rounds, which all run on one thread.
 
 use std::sync::{Arc, Mutex};
 
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 
-use super::{create_client, ClusterError};
+use super::{create_client, ClusterAdmin, ClusterError};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// A producer of strait's own records.
@@ -28,19 +28,37 @@ impl<T> Default for PerCluster<T> {
 impl<T> PerCluster<T> {
     /// The `T` of `cluster` with `settings`, made by `make` the first time.
     pub fn get(&self, cluster: &ClusterConfig, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
+        self.get_by(cluster.alias.as_str(), settings, make)
+    }
+
+    /// The `T` of `key` (an alias, or bootstrap servers) with `settings`, made by `make` the
+    /// first time.
+    fn get_by(&self, key: &str, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, t)) = made.iter().find(|(alias, s, _)| alias == cluster.alias.as_str() && s == settings) {
+        if let Some((_, _, t)) = made.iter().find(|(k, s, _)| k == key && s.same_client(settings)) {
             return Ok(t.clone());
         }
         let t = Arc::new(make()?);
-        made.push((cluster.alias.to_string(), settings.clone(), t.clone()));
+        made.push((key.to_string(), settings.clone(), t.clone()));
         Ok(t)
     }
 }
 
 impl PerCluster<ThreadedProducer<DefaultProducerContext>> {
-    /// The control producer of `cluster` with `settings`: `acks=all`, a 5 ms linger.
+    /// The control producer of `cluster` with `settings`: `acks=all`, a 5 ms linger. Aliases
+    /// of one cluster (same bootstrap servers and settings) share it: it names no alias, and
+    /// each brings a polling thread and one per broker.
     pub fn producer(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<ControlProducer, ClusterError> {
-        self.get(cluster, settings, || create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext))
+        self.get_by(&cluster.bootstrap_servers, settings, || {
+            create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)
+        })
+    }
+}
+
+impl PerCluster<ClusterAdmin> {
+    /// The admin client of `cluster` with `settings`, shared by every flow that reaches the
+    /// cluster under that alias (its errors name the alias).
+    pub fn admin(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Arc<ClusterAdmin>, ClusterError> {
+        self.get(cluster, settings, || ClusterAdmin::connect(cluster, settings))
     }
 }

@@ -43,6 +43,12 @@ pub struct ClientSettings {
 }
 
 impl ClientSettings {
+    /// Whether both make the same client: the same keys and values in the same order,
+    /// wherever in the file they were written.
+    pub fn same_client(&self, other: &ClientSettings) -> bool {
+        self.settings.len() == other.settings.len() && self.settings.iter().zip(&other.settings).all(|(a, b)| a.key == b.key && a.value == b.value)
+    }
+
     /// Adds a setting unless one with the same key is already present (MM2's `putIfAbsent`).
     pub fn put_if_absent(&mut self, setting: Setting) {
         if self.get(&setting.key).is_none() {
@@ -262,6 +268,20 @@ mod tests {
 
     fn set(key: &str, value: &str) -> Setting {
         Setting { key: key.into(), value: value.into(), line: 7 }
+    }
+
+    #[test]
+    fn settings_written_on_other_lines_make_the_same_client() {
+        let make = |line, servers: &str| {
+            let mut c = ClientSettings::default();
+            c.put_if_absent(Setting { key: "bootstrap.servers".into(), value: servers.into(), line });
+            c
+        };
+        // Two aliases of one cluster, `a.bootstrap.servers` on line 2, `b.` on line 9.
+        assert!(make(2, "k:9092").same_client(&make(9, "k:9092")));
+        assert!(make(2, "k:9092") != make(9, "k:9092"), "equality still tells where each was written");
+        assert!(!make(2, "k:9092").same_client(&make(2, "other:9092")));
+        assert!(!make(2, "k:9092").same_client(&ClientSettings::default()));
     }
 
     #[test]

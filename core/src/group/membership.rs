@@ -324,6 +324,8 @@ fn member(
         replication_factor: flow.offset_storage_replication_factor,
         configs: Vec::new(),
     })?;
+    // Its threads are not needed while the member stays in the group.
+    drop(admin);
     let session_ms = flow.group_session_timeout.as_millis().to_string();
     let rebalance_ms = rebalance_timeout(revoke_wait, flow.group_session_timeout).as_millis().to_string();
     let group = group_id(config, flow);

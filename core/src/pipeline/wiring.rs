@@ -70,6 +70,9 @@ pub struct Shared {
     pub producers: PerCluster<ThreadedProducer<DefaultProducerContext>>,
     /// Group clients of the checkpoint rounds, one per cluster and settings.
     pub groups: PerCluster<Groups>,
+    /// Admin clients (topic creation and discovery, config and ACL sync), one per cluster
+    /// and settings.
+    pub admins: PerCluster<ClusterAdmin>,
 }
 
 /// A flow ready to run: its four stages, in pipeline order, and its periodic work.
@@ -102,9 +105,9 @@ pub fn build_flow(
 
     // A broken policy is found before any cluster is touched.
     let policy = FlowPolicy::load(PolicyEngine::shared()?, flow)?;
-    let source_admin = Arc::new(ClusterAdmin::connect(source, &flow.source_admin)?);
+    let source_admin = shared.admins.admin(source, &flow.source_admin)?;
     check_reachable(&source_admin, source, REACH_TIMEOUT)?;
-    let target_admin = Arc::new(ClusterAdmin::connect(target, &flow.target_admin)?);
+    let target_admin = shared.admins.admin(target, &flow.target_admin)?;
     check_reachable(&target_admin, target, REACH_TIMEOUT)?;
     let policy_filters = policy.filters(flow)?;
 
@@ -377,3 +380,4 @@ fn start_from_latest(flow: &FlowConfig) -> Result<bool, FlowError> {
         }),
     }
 }
+
