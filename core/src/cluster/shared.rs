@@ -31,6 +31,13 @@ impl<T> PerCluster<T> {
         self.get_by(cluster.alias.as_str(), settings, make)
     }
 
+    /// Drops the `T` of `cluster` with `settings`, so the next [`PerCluster::get`] makes a new
+    /// one; whoever holds it keeps it.
+    pub fn forget(&self, cluster: &ClusterConfig, settings: &ClientSettings) {
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        made.retain(|(k, s, _)| !(k == cluster.alias.as_str() && s.same_client(settings)));
+    }
+
     /// The `T` of `key` (an alias, or bootstrap servers) with `settings`, made by `make` the
     /// first time.
     fn get_by(&self, key: &str, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
@@ -60,5 +67,23 @@ impl PerCluster<ClusterAdmin> {
     /// cluster under that alias (its errors name the alias).
     pub fn admin(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Arc<ClusterAdmin>, ClusterError> {
         self.get(cluster, settings, || ClusterAdmin::connect(cluster, settings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterAlias;
+
+    #[test]
+    fn one_per_cluster_until_forgotten() {
+        let cluster = |alias: &str| ClusterConfig { alias: ClusterAlias::new(alias), bootstrap_servers: "k:9092".into(), line: 1 };
+        let settings = ClientSettings::default();
+        let made = std::sync::atomic::AtomicU32::new(0);
+        let per: PerCluster<u32> = PerCluster::default();
+        let get = |alias: &str| per.get(&cluster(alias), &settings, || Ok(made.fetch_add(1, std::sync::atomic::Ordering::Relaxed))).map(|t| *t).ok();
+        assert_eq!((get("a"), get("a"), get("b")), (Some(0), Some(0), Some(1)), "shared per alias");
+        per.forget(&cluster("a"), &settings);
+        assert_eq!((get("a"), get("b")), (Some(2), Some(1)), "a forgotten one is made again; the others stay");
     }
 }

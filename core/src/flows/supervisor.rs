@@ -322,6 +322,9 @@ impl Supervisor {
                     what: "panicked".into(),
                 })
             });
+            if result.is_err() {
+                shared.forget_admins(&config, &flow);
+            }
             let _ = tx.send(Built {
                 flow: flow_name,
                 generation,

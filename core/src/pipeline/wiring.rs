@@ -75,6 +75,20 @@ pub struct Shared {
     pub admins: PerCluster<ClusterAdmin>,
 }
 
+impl Shared {
+    /// Forgets the shared admin clients of `flow`'s clusters, after it failed to start: a client
+    /// that lived through an outage may not come back (after its cluster's only broker was
+    /// frozen a minute, one could not reach it for minutes while new clients did at once). The
+    /// next attempt makes new ones.
+    pub fn forget_admins(&self, config: &Config, flow: &FlowConfig) {
+        for (alias, settings) in [(&flow.source, &flow.source_admin), (&flow.target, &flow.target_admin)] {
+            if let Some(cluster) = config.cluster(alias) {
+                self.admins.forget(cluster, settings);
+            }
+        }
+    }
+}
+
 /// A flow ready to run: its four stages, in pipeline order, and its periodic work.
 pub struct FlowParts {
     /// Fetch, filter, transform, produce.
