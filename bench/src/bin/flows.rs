@@ -7,14 +7,14 @@
 //! Usage: strait-flows EAST WEST COUNTS (e.g. 1,20)
 //! (benches/flows.sh builds it and strait, starts the stand and runs it from the repository root.)
 
-#[path = "../block_on.rs"]
-mod block_on;
-#[path = "../spawn.rs"]
-mod spawn;
+#[path = "../admin.rs"]
+mod admin;
 #[path = "../process.rs"]
 // Only `cpu_seconds` is used here; the harness uses the rest.
 #[allow(dead_code)]
 mod process;
+#[path = "../spawn.rs"]
+mod spawn;
 
 use std::path::Path;
 use std::process::Child;
@@ -23,8 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -88,7 +86,10 @@ fn main() -> anyhow::Result<()> {
     let [east, west, counts] = args.as_slice() else {
         bail!("usage: strait-flows EAST WEST COUNTS (e.g. 1,20)");
     };
-    let counts: Vec<usize> = counts.split(',').map(|c| c.trim().parse().context("COUNTS: numbers separated by commas")).collect::<Result<_, _>>()?;
+    let counts: Vec<usize> = counts
+        .split(',')
+        .map(|c| c.trim().parse().context("COUNTS: numbers separated by commas"))
+        .collect::<Result<_, _>>()?;
     let root = std::env::current_dir().context("current directory")?;
     let out = std::env::temp_dir().join(format!("strait-flows-{}", std::process::id()));
     std::fs::create_dir_all(&out).context("log directory")?;
@@ -99,7 +100,7 @@ fn main() -> anyhow::Result<()> {
             // Fresh topics per run: each contender starts from empty topics and its own names.
             let tag = format!("fl{}{}{n}", std::process::id(), who.name());
             let topics: Vec<String> = (1..=n).map(|i| format!("flows-{tag}-{i}")).collect();
-            create_topics(east, &topics)?;
+            admin::create_topics(east, &topics, PARTITIONS)?;
             let f = measure(who, &root, &out, east, west, &topics, &tag)?;
             eprintln!("{}", f.row());
             all.push(f);
@@ -109,22 +110,13 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn create_topics(east: &str, topics: &[String]) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", east).create().context("admin client")?;
-    let new: Vec<NewTopic> = topics.iter().map(|t| NewTopic::new(t, PARTITIONS, TopicReplication::Fixed(1))).collect();
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(60)));
-    for r in block_on::block_on(admin.create_topics(&new, &options))? {
-        if let Err((name, e)) = r {
-            bail!("creating {name}: {e}");
-        }
-    }
-    Ok(())
-}
-
 /// The config both contenders run: flow `fI->us-west` replicates topic I.
 fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
     let aliases: Vec<String> = (1..=topics.len()).map(|i| format!("f{i}")).collect();
-    let mut c = format!("clusters = {}, us-west\nus-west.bootstrap.servers = {west}\nreplication.factor = 1\n", aliases.join(", "));
+    let mut c = format!(
+        "clusters = {}, us-west\nus-west.bootstrap.servers = {west}\nreplication.factor = 1\n",
+        aliases.join(", ")
+    );
     for (alias, topic) in aliases.iter().zip(topics) {
         c += &format!("{alias}.bootstrap.servers = {east}\n{alias}->us-west.enabled = true\n{alias}->us-west.topics = {topic}\n");
     }
@@ -155,7 +147,8 @@ fn measure(who: Who, root: &Path, out: &Path, east: &str, west: &str, topics: &[
     });
     let pid = child.0.id();
     let remote: Vec<String> = topics.iter().enumerate().map(|(i, t)| format!("f{}.{t}", i + 1)).collect();
-    wait_for_topics(west, &remote, Duration::from_secs(600)).with_context(|| format!("{} never created every remote topic; see {}", who.name(), out.display()))?;
+    wait_for_topics(west, &remote, Duration::from_secs(600))
+        .with_context(|| format!("{} never created every remote topic; see {}", who.name(), out.display()))?;
     let ready_seconds = started.elapsed().as_secs_f64();
     std::thread::sleep(SETTLE);
 
@@ -164,7 +157,16 @@ fn measure(who: Who, root: &Path, out: &Path, east: &str, west: &str, topics: &[
     let (load_cpu_percent, load_rss_mib) = window(pid, Some(&load))?;
     drop(load);
     let threads = status_field(pid, "Threads:").unwrap_or(0.0) as u64;
-    Ok(Figures { who, flows: topics.len(), threads, idle_rss_mib, idle_cpu_percent, load_rss_mib, load_cpu_percent, ready_seconds })
+    Ok(Figures {
+        who,
+        flows: topics.len(),
+        threads,
+        idle_rss_mib,
+        idle_cpu_percent,
+        load_rss_mib,
+        load_cpu_percent,
+        ready_seconds,
+    })
 }
 
 /// CPU (percent of one core) over one window, and RSS at its end.
@@ -223,7 +225,11 @@ struct Load {
 
 impl Load {
     fn start(east: &str, topics: &[String]) -> anyhow::Result<Self> {
-        let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", east).set("linger.ms", "5").create().context("load producer")?;
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", east)
+            .set("linger.ms", "5")
+            .create()
+            .context("load producer")?;
         let (stop, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
         let (stop_flag, failed_flag, topics) = (stop.clone(), failed.clone(), topics.to_vec());
         let thread = std::thread::spawn(move || {
@@ -243,7 +249,11 @@ impl Load {
             }
             let _ = producer.flush(Duration::from_secs(10));
         });
-        Ok(Self { stop, failed, thread: Some(thread) })
+        Ok(Self {
+            stop,
+            failed,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -262,7 +272,9 @@ fn print_table(all: &[Figures], counts: &[usize]) {
     for f in all {
         println!("{}", f.row());
     }
-    let (Some(&low), Some(&high)) = (counts.iter().min(), counts.iter().max()) else { return };
+    let (Some(&low), Some(&high)) = (counts.iter().min(), counts.iter().max()) else {
+        return;
+    };
     if high == low {
         return;
     }
@@ -283,4 +295,3 @@ fn print_table(all: &[Figures], counts: &[usize]) {
         }
     }
 }
-

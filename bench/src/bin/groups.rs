@@ -7,19 +7,17 @@
 //! Usage: strait-groups BOOTSTRAP GROUPS
 //! (benches/groups.sh starts the cluster and runs it.)
 
+#[path = "../admin.rs"]
+mod admin;
 #[path = "../process.rs"]
 // Only `cpu_seconds` is used here; the harness uses the rest.
 #[allow(dead_code)]
 mod process;
-#[path = "../block_on.rs"]
-mod block_on;
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -39,8 +37,12 @@ fn main() -> anyhow::Result<()> {
     };
     let count: usize = groups.parse().context("GROUPS must be a number")?;
     let runtime = std::thread::available_parallelism().map_or(1, |n| n.get());
-    create_topic(bootstrap)?;
-    let cluster = ClusterConfig { alias: ClusterAlias::new("bench"), bootstrap_servers: bootstrap.clone(), line: 0 };
+    admin::create_topics(bootstrap, &[TOPIC.to_string()], PARTITIONS)?;
+    let cluster = ClusterConfig {
+        alias: ClusterAlias::new("bench"),
+        bootstrap_servers: bootstrap.clone(),
+        line: 0,
+    };
     let reader = Groups::connect(&cluster, &ClientSettings::default()).context("connecting the reader")?;
     let existing: HashSet<String> = reader.list().context("listing groups")?.into_iter().collect();
     let names: Vec<String> = (0..count).map(|i| format!("{PREFIX}{i}")).collect();
@@ -83,28 +85,16 @@ fn main() -> anyhow::Result<()> {
     println!("| groups | way | wall s | CPU s | groups per wall-s |");
     println!("|---|---|---|---|---|");
     println!("| {} listed | ListGroups | {list_s:.2} | {list_cpu:.2} | - |", listed.len());
-    println!("| {count} | one group per request, in turn (before) | {seq_s:.2} | {seq_cpu:.2} | {:.0} |", count as f64 / seq_s);
+    println!(
+        "| {count} | one group per request, in turn (before) | {seq_s:.2} | {seq_cpu:.2} | {:.0} |",
+        count as f64 / seq_s
+    );
     println!(
         "| {count} | {} requests in flight (now) | {par_s:.2} | {par_cpu:.2} | {:.0} |",
         strait_core::cluster::GROUPS_IN_FLIGHT,
         count as f64 / par_s
     );
     eprintln!("{read} committed offsets read both ways, identical; {runtime} cores");
-    Ok(())
-}
-
-fn create_topic(bootstrap: &str) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
-    let topic = NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(1));
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let done = block_on::block_on(admin.create_topics([&topic], &options))?;
-    for r in done {
-        if let Err((name, e)) = r {
-            if e != rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists {
-                bail!("creating {name}: {e}");
-            }
-        }
-    }
     Ok(())
 }
 
@@ -133,6 +123,8 @@ fn make_groups(bootstrap: &str, groups: &[&String]) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        workers.into_iter().try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a group maker panicked"))?)
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a group maker panicked"))?)
     })
 }

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::bindings as rd;
 use rdkafka::client::{Client, ClientContext};
@@ -30,12 +30,18 @@ pub const GROUPS_IN_FLIGHT: usize = 64;
 
 /// Every committed offset of `group`, through the client handle of `client`.
 pub fn list_group_offsets<C: ClientContext>(client: &Client<C>, group: &str, timeout: Duration) -> Result<Vec<GroupOffset>, String> {
-    list_offsets_of_groups(client, &[group], timeout).pop().map_or_else(|| Err("no answer".into()), |(_, offsets)| offsets)
+    list_offsets_of_groups(client, &[group], timeout)
+        .pop()
+        .map_or_else(|| Err("no answer".into()), |(_, offsets)| offsets)
 }
 
 /// Every committed offset of each of `groups`, [`GROUPS_IN_FLIGHT`] calls at a time on one reply
 /// queue; each group gets its own answer or error, in the order given.
-pub fn list_offsets_of_groups<C: ClientContext, G: AsRef<str>>(client: &Client<C>, groups: &[G], timeout: Duration) -> Vec<(String, Result<Vec<GroupOffset>, String>)> {
+pub fn list_offsets_of_groups<C: ClientContext, G: AsRef<str>>(
+    client: &Client<C>,
+    groups: &[G],
+    timeout: Duration,
+) -> Vec<(String, Result<Vec<GroupOffset>, String>)> {
     let mut out = Vec::with_capacity(groups.len());
     for window in groups.chunks(GROUPS_IN_FLIGHT) {
         let names: Vec<&str> = window.iter().map(AsRef::as_ref).collect();
@@ -54,6 +60,9 @@ pub fn list_offsets_of_groups<C: ClientContext, G: AsRef<str>>(client: &Client<C
 /// Sends one call per group of `groups` on one queue, then reads as many answers.
 fn ask_window<C: ClientContext>(client: &Client<C>, groups: &[&str], timeout: Duration) -> Result<HashMap<String, Result<Vec<GroupOffset>, String>>, String> {
     let call = AdminRequest::new(client, rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout)?;
+    // Every call of the window was sent at once with the same timeout: once a read came back
+    // empty at its end, none is left to wait for (each read would wait the whole timeout again).
+    let deadline = Instant::now() + timeout;
     let mut answers = HashMap::with_capacity(groups.len());
     let mut sent = 0;
     for &group in groups {
@@ -79,7 +88,12 @@ fn ask_window<C: ClientContext>(client: &Client<C>, groups: &[&str], timeout: Du
     for _ in 0..sent {
         // A request-level error (a timeout, say) does not say which group it was for: the
         // groups left unanswered are reported so by the caller.
-        let Ok(answer) = call.answer(rd::rd_kafka_event_ListConsumerGroupOffsets_result) else { continue };
+        let Ok(answer) = call.answer(rd::rd_kafka_event_ListConsumerGroupOffsets_result) else {
+            if Instant::now() >= deadline {
+                break;
+            }
+            continue;
+        };
         // SAFETY: the result's strings and partition lists belong to `answer` and are copied
         // out while it lives.
         for (group, offsets) in unsafe { read_result(answer.result()) } {
@@ -96,7 +110,10 @@ fn ask_window<C: ClientContext>(client: &Client<C>, groups: &[&str], timeout: Du
 unsafe fn read_result(result: *const rd::rd_kafka_ListConsumerGroupOffsets_result_t) -> Vec<(String, Result<Vec<GroupOffset>, String>)> {
     let mut count = 0usize;
     let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut count);
-    c_array(groups, count).iter().map(|&group| (c_text(rd::rd_kafka_group_result_name(group)), read_group(group))).collect()
+    c_array(groups, count)
+        .iter()
+        .map(|&group| (c_text(rd::rd_kafka_group_result_name(group)), read_group(group)))
+        .collect()
 }
 
 /// Copies one group's offsets out of its result.
