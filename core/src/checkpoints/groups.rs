@@ -1,7 +1,7 @@
 //! Consumer groups on one cluster, as a replicator sees them: which exist, whether anyone is in
 //! them, where they committed, and committing for them while they are empty.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
@@ -95,6 +95,26 @@ impl Groups {
             .into_iter()
             .filter(|(topic, partition, _, _)| wanted.contains(&(topic.as_str(), *partition)))
             .map(|(topic, partition, offset, metadata)| Committed { topic, partition, offset, metadata })
+            .collect())
+    }
+
+    /// The log start offset (the oldest offset still readable) of each of `partitions`;
+    /// partitions the cluster gave no answer for are left out.
+    pub fn log_starts(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), i64>, ClusterError> {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition) in partitions {
+            // ListOffsets reads the timestamp -2 (`Offset::Beginning`) as "the log start".
+            tpl.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| self.fail(format!("asking for the start of {topic}-{partition}"), e))?;
+        }
+        if partitions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let answer = self.lister.offsets_for_times(tpl, REQUEST_TIMEOUT).map_err(|e| self.fail("reading log start offsets".into(), e))?;
+        Ok(answer
+            .elements()
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_string(), e.partition()), o)))
             .collect())
     }
 

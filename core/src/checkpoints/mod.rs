@@ -19,9 +19,9 @@ pub use groups::{Committed, Groups};
 
 use crate::cluster::{ClusterError, ControlProducer};
 use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig, TopicFilter};
-use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
+use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{positions_topic, Mappings, TopicTail};
+use crate::offsets::store::{encode_run_key, positions_topic, Mappings, TopicTail};
 use crate::pipeline::{FlowError, Periodic};
 use crate::policy::{ReplicationPolicy, WasmFilters};
 
@@ -160,6 +160,10 @@ impl CheckpointTask {
         let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
 
+        // Pruning the mapping needs the oldest offset of every group: a group not read this
+        // round could be the one still needing a run.
+        let mut every_group_read = true;
+        let mut oldest: HashMap<(String, i32), i64> = HashMap::new();
         let mut groups = Vec::new();
         for group in self.source_groups.list()? {
             if group == "strait" || !self.config.groups.matches(&group) {
@@ -169,7 +173,10 @@ impl CheckpointTask {
                 Ok(true) => groups.push(group),
                 Ok(false) => {}
                 // A filter that fails holds back its group only, until a later round.
-                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit(),
+                Err(e) => {
+                    every_group_read = false;
+                    FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit()
+                }
             }
         }
         let (mut written, mut moved_groups) = (0, 0);
@@ -178,10 +185,15 @@ impl CheckpointTask {
             let committed = match committed {
                 Ok(committed) => committed,
                 Err(e) => {
+                    every_group_read = false;
                     FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit();
                     continue;
                 }
             };
+            for c in committed.iter().filter(|c| c.offset >= 0) {
+                let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(c.offset);
+                *at = (*at).min(c.offset);
+            }
             let group = group.as_str();
             let mut moved = false;
             for c in &committed {
@@ -206,7 +218,55 @@ impl CheckpointTask {
             let _ = self.producer.flush(READ_TIMEOUT);
         }
         CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
+        let forward: Vec<(String, i32)> = watched.iter().filter(|w| !w.back).map(|w| (w.source_topic.clone(), w.partition)).collect();
+        self.prune(&mut translation.forward, &forward, every_group_read.then_some(&oldest));
         Ok(())
+    }
+
+    /// Deletes the runs of the flow's own mapping that no translation needs any more (see
+    /// [`crate::offsets::PartitionMap::obsolete`]), and those of deleted source topics, so the
+    /// position topic stays bounded. `oldest` is every group's oldest committed offset per
+    /// partition, when every group could be read. Only the forward mapping: the reverse flow
+    /// prunes its own, against the groups of its source.
+    fn prune(&mut self, forward: &mut Mappings, partitions: &[(String, i32)], oldest: Option<&HashMap<(String, i32), i64>>) {
+        let topic = positions_topic(&self.source_alias);
+        let starts = match self.source_groups.log_starts(partitions) {
+            Ok(starts) => starts,
+            Err(e) => {
+                FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
+                return;
+            }
+        };
+        let mut dead: Vec<((String, i32), i64)> = forward.orphaned.clone();
+        for id in partitions {
+            let Some(map) = forward.partitions.get(id) else { continue };
+            // A partition no group committed on keeps its runs back to the log start: a group
+            // that turns up later at any offset still gets an exact answer.
+            let needed = oldest.and_then(|o| o.get(id).copied());
+            dead.extend(map.obsolete(starts.get(id).copied(), needed).into_iter().map(|upstream| (id.clone(), upstream)));
+        }
+        if dead.is_empty() {
+            return;
+        }
+        for ((source_topic, partition), upstream) in &dead {
+            let key = encode_run_key(source_topic, *partition, *upstream);
+            if let Err((e, _)) = self.producer.send(BaseRecord::<[u8], [u8]>::to(&topic).key(&key[..])) {
+                FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
+                return;
+            }
+        }
+        if let Err(e) = self.producer.flush(READ_TIMEOUT) {
+            // Not forgotten here: the next round finds the same runs and deletes them again.
+            FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
+            return;
+        }
+        forward.orphaned.clear();
+        for (id, upstream) in &dead {
+            if let Some(map) = forward.partitions.get_mut(id) {
+                map.forget(*upstream);
+            }
+        }
+        OffsetRunsDeleted { flow: &self.flow, runs: dead.len() }.emit();
     }
 
     fn open_back_tail(&self) -> Result<Option<TopicTail>, ClusterError> {

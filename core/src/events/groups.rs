@@ -27,6 +27,23 @@ impl CheckpointsEmitted<'_> {
     }
 }
 
+/// Runs of the offset mapping that no translation needs any more were deleted from the
+/// position topic (tombstones), keeping it bounded.
+pub struct OffsetRunsDeleted<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Run records tombstoned this round.
+    pub runs: usize,
+}
+
+impl OffsetRunsDeleted<'_> {
+    /// Logs at debug level (it happens every round on a transactional source) and counts.
+    pub fn emit(&self) {
+        debug!(flow = self.flow, runs = self.runs, "offset mapping runs deleted");
+        counter!("strait_offset_runs_deleted_total", "flow" => self.flow.to_string()).increment(self.runs as u64);
+    }
+}
+
 /// A group's translated offsets were committed on the target.
 pub struct GroupOffsetsSynced<'a> {
     /// `source->target`.

@@ -14,7 +14,7 @@ pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use flows::{
     AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted,
 };
-pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped};
+pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};
 

@@ -128,6 +128,49 @@ impl PartitionMap {
         self.runs.insert(run.upstream, run);
     }
 
+    /// The closed runs no translation needs any more, by first source offset: what a pruning
+    /// round may delete. `log_start` is the source partition's log start offset; `needed_from`
+    /// the lowest source offset a group still has to be translated exactly from (`None` when
+    /// not every group could be read, or none committed on the partition).
+    ///
+    /// [`PartitionMap::translate`] of an offset uses the last run starting at or before it, so a
+    /// run is dead once a later run starts at or before the bound: nothing at or after the bound
+    /// reaches it. Runs past the stored position are never deleted (a restart may re-send them),
+    /// nor is the newest. Below `needed_from` the oldest run still readable stays as a floor: a
+    /// group that turns up later at an older offset translates through it to an earlier target
+    /// offset, re-reading some records (as MM2 does between its syncs) instead of getting no
+    /// translation at all.
+    ///
+    /// ```
+    /// use strait_core::offsets::{PartitionMap, Run};
+    /// let mut m = PartitionMap::default();
+    /// for i in 0..5 {
+    ///     m.closed(Run { upstream: i * 10, downstream: i * 9, len: 9 }); // a marker every 10
+    /// }
+    /// m.open(Run { upstream: 50, downstream: 45, len: 9 }, 59);
+    /// assert_eq!(m.obsolete(Some(20), None), vec![0, 10], "source records before 20 are gone");
+    /// assert_eq!(m.obsolete(Some(0), Some(45)), vec![10, 20, 30], "0 stays as the floor");
+    /// ```
+    pub fn obsolete(&self, log_start: Option<i64>, needed_from: Option<i64>) -> Vec<i64> {
+        let Some(done) = self.next else { return Vec::new() };
+        let gone_before = log_start.map_or(i64::MIN, |s| s.min(done));
+        let needed = needed_from.map_or(i64::MIN, |n| n.min(done));
+        let mut floor_kept = false;
+        let mut out = Vec::new();
+        let runs: Vec<&Run> = self.runs.values().collect();
+        for pair in runs.windows(2) {
+            let (run, later) = (pair[0], pair[1]);
+            if later.upstream <= gone_before {
+                out.push(run.upstream);
+            } else if !floor_kept {
+                floor_kept = true;
+            } else if later.upstream <= needed {
+                out.push(run.upstream);
+            }
+        }
+        out
+    }
+
     /// The target offset a group whose next source offset is `upstream` resumes at: exact
     /// inside a run; past a run's end (a gap, or records not yet replicated) the target offset
     /// of the next replicated record. `None` before the first known run.
@@ -214,6 +257,86 @@ mod tests {
         assert_eq!(m.translate(42), Some(7), "in the gap: the same, never past the first record");
         assert_eq!(m.translate(43), Some(9));
         assert_eq!(m.translate(45), Some(11));
+    }
+
+    #[test]
+    fn pruning_keeps_what_the_log_start_and_the_oldest_group_still_reach() {
+        let mut m = PartitionMap::default();
+        m.closed(run(40, 7, 0)); // an anchor: the partition was first seen at 40
+        m.closed(run(43, 9, 5)); // 48, 49: a marker
+        m.closed(run(50, 14, 10));
+        m.closed(run(62, 24, 10));
+        m.open(run(74, 34, 6), 80);
+        assert_eq!(m.obsolete(Some(40), None), Vec::<i64>::new(), "a group at 40 still resumes at 7");
+        assert_eq!(m.obsolete(Some(43), None), vec![40]);
+        assert_eq!(m.obsolete(Some(49), None), vec![40], "a group at 49 resumes through the run at 43");
+        assert_eq!(m.obsolete(Some(1000), Some(1000)), vec![40, 43, 50, 62], "all but the open run, bounded by the position");
+        assert_eq!(m.obsolete(None, Some(65)), vec![43, 50], "the anchor stays as the floor");
+        let mut pruned = m.clone();
+        for upstream in pruned.obsolete(None, Some(65)) {
+            pruned.forget(upstream);
+        }
+        assert_eq!(pruned.translate(65), m.translate(65));
+        assert_eq!(pruned.translate(55), Some(7), "behind the bound: re-reads from the floor, never skips");
+        let mut unread = PartitionMap::default();
+        unread.closed(run(0, 0, 5));
+        unread.closed(run(6, 5, 5));
+        assert_eq!(unread.obsolete(Some(100), Some(100)), Vec::<i64>::new(), "no stored position: nothing is known done");
+    }
+
+    proptest::proptest! {
+        /// Whatever the runs and bounds, deleting what `obsolete` names changes no translation
+        /// at or after both bounds, and elsewhere only ever moves it earlier (re-read, never
+        /// skip); what stays is the floor and the runs the bounds still reach.
+        #[test]
+        fn pruning_never_skips_and_stays_exact_where_needed(
+            shape in proptest::collection::vec((0i64..3, 0i64..3, 0i64..6), 1..12),
+            tail in 0i64..3,
+            log_start in 0i64..80,
+            needed in proptest::option::of(0i64..80),
+        ) {
+            let mut m = PartitionMap::default();
+            let (mut up, mut down) = (0, 0);
+            let mut runs = Vec::new();
+            for (gap_up, gap_down, len) in shape {
+                up += gap_up;
+                down += gap_down;
+                runs.push(run(up, down, len));
+                up += len;
+                down += len;
+            }
+            let open = runs.pop().unwrap_or(run(0, 0, 0));
+            for r in runs {
+                m.closed(r);
+            }
+            m.open(open, open.up_end() + tail);
+            let dead = m.obsolete(Some(log_start), needed);
+            let mut pruned = m.clone();
+            for upstream in &dead {
+                pruned.forget(*upstream);
+            }
+            let newest = m.runs().last().map(|r| r.upstream);
+            proptest::prop_assert!(!dead.iter().any(|u| Some(*u) == newest), "the newest run stays");
+            let exact_from = log_start.max(needed.unwrap_or(i64::MAX));
+            for x in log_start..open.up_end() + tail + 5 {
+                let (before, after) = (m.translate(x), pruned.translate(x));
+                if x >= exact_from {
+                    proptest::prop_assert_eq!(before, after, "exact at {}", x);
+                }
+                if let Some(b) = before {
+                    proptest::prop_assert!(after.is_some_and(|a| a <= b), "{} translated to {:?}, was {}", x, after, b);
+                }
+            }
+            for d in 0..open.down_end() + 5 {
+                if let (Some(b), Some(a)) = (m.translate_back(d), pruned.translate_back(d)) {
+                    proptest::prop_assert!(a <= b, "back from {}: {} after pruning, {} before", d, a, b);
+                }
+            }
+            if let Some(n) = needed {
+                let reached = m.runs().collect::<Vec<_>>().windows(2).filter(|w| w[1].upstream > n.min(open.up_end() + tail)).count();
+                proptest::prop_assert!(pruned.runs().count() <= reached + 2, "{} runs kept", pruned.runs().count());
+            }
+        }
     }
 
     #[test]

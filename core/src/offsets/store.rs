@@ -38,10 +38,18 @@ pub fn positions_topic(source_alias: &str) -> String {
     format!("strait-offsets.{source_alias}.internal")
 }
 
-/// The spec strait creates the position topic with.
+/// The spec strait creates the position topic with. Every flush writes a position record and
+/// every run break a run record, so without compaction a flow's start-up would read its whole
+/// history: segments roll within an hour (or at 16 MiB) so the cleaner can reach them, and
+/// tombstones of deleted runs go an hour after cleaning, not the broker's day.
 pub fn positions_topic_spec(source_alias: &str, replication_factor: i32) -> TopicSpec {
-    TopicSpec::compacted_single(positions_topic(source_alias), replication_factor)
+    let mut spec = TopicSpec::compacted_single(positions_topic(source_alias), replication_factor);
+    spec.configs.extend(POSITIONS_TOPIC_CONFIGS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    spec
 }
+
+/// Topic configs of the position topic beyond `cleanup.policy=compact`.
+pub const POSITIONS_TOPIC_CONFIGS: [(&str, &str); 3] = [("segment.ms", "3600000"), ("segment.bytes", "16777216"), ("delete.retention.ms", "3600000")];
 
 /// Encodes the key of a position record.
 pub fn encode_key(topic: &str, partition: i32) -> Vec<u8> {
@@ -126,6 +134,9 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<StoredRecord> {
 pub struct Mappings {
     /// By source (topic, partition).
     pub partitions: HashMap<(String, i32), PartitionMap>,
+    /// Runs of partitions whose position was deleted (their source topic is gone), by first
+    /// source offset: their records are still in the topic, and tombstones are due.
+    pub orphaned: Vec<((String, i32), i64)>,
 }
 
 impl Mappings {
@@ -146,7 +157,9 @@ impl Mappings {
                 }
             }
             Some(StoredRecord::PositionDeleted(id)) => {
-                self.partitions.remove(&id);
+                if let Some(map) = self.partitions.remove(&id) {
+                    self.orphaned.extend(map.runs().map(|run| (id.clone(), run.upstream)));
+                }
             }
             None => {}
         }
@@ -319,5 +332,21 @@ mod tests {
         assert_eq!(decode(&run_key, Some(&encode_run_value(run))), Some(StoredRecord::Run(id.clone(), run)));
         assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id.clone(), 5)));
         assert_eq!(decode(&key, None), Some(StoredRecord::PositionDeleted(id)), "a deleted source topic's position");
+    }
+
+    #[test]
+    fn a_deleted_partition_leaves_its_runs_to_be_tombstoned_and_deleted_runs_are_forgotten() {
+        let id = ("orders".to_string(), 0);
+        let mut m = Mappings::default();
+        for upstream in [0, 10, 20] {
+            m.apply(&encode_run_key("orders", 0, upstream), Some(&encode_run_value(Run { upstream, downstream: upstream / 10 * 9, len: 9 })));
+        }
+        m.apply(&encode_key("orders", 0), Some(&encode_value(Stored { next: 35, open: Some(Run { upstream: 30, downstream: 27, len: 5 }) })));
+        m.apply(&encode_run_key("orders", 0, 10), None);
+        let starts: Vec<i64> = m.get("orders", 0).map(|p| p.runs().map(|r| r.upstream).collect()).unwrap_or_default();
+        assert_eq!(starts, vec![0, 20, 30]);
+        m.apply(&encode_key("orders", 0), None);
+        assert!(m.get("orders", 0).is_none());
+        assert_eq!(m.orphaned, vec![(id.clone(), 0), (id.clone(), 20), (id, 30)]);
     }
 }
