@@ -101,13 +101,13 @@ impl Groups {
     /// The log start offset (the oldest offset still readable) of each of `partitions`;
     /// partitions the cluster gave no answer for are left out.
     pub fn log_starts(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), i64>, ClusterError> {
+        if partitions.is_empty() {
+            return Ok(HashMap::new());
+        }
         let mut tpl = TopicPartitionList::new();
         for (topic, partition) in partitions {
             // ListOffsets reads the timestamp -2 (`Offset::Beginning`) as "the log start".
             tpl.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| self.fail(format!("asking for the start of {topic}-{partition}"), e))?;
-        }
-        if partitions.is_empty() {
-            return Ok(HashMap::new());
         }
         let answer = self.lister.offsets_for_times(tpl, REQUEST_TIMEOUT).map_err(|e| self.fail("reading log start offsets".into(), e))?;
         Ok(answer

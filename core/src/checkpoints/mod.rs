@@ -155,6 +155,8 @@ impl CheckpointTask {
         }
         if let Some(tail) = back_tail {
             tail.catch_up(READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+            // The reverse flow deletes the runs of its own deleted topics.
+            translation.back.orphaned.clear();
         }
         let watched = translation.watched(self.naming.as_ref(), &self.topics, &self.source_alias, &self.target_alias)?;
         let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
@@ -218,8 +220,14 @@ impl CheckpointTask {
             let _ = self.producer.flush(READ_TIMEOUT);
         }
         CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
-        let forward: Vec<(String, i32)> = watched.iter().filter(|w| !w.back).map(|w| (w.source_topic.clone(), w.partition)).collect();
-        self.prune(&mut translation.forward, &forward, every_group_read.then_some(&oldest));
+        // A run can only go when a later one exists: partitions with one run cost no request.
+        let prunable: Vec<(String, i32)> = watched
+            .iter()
+            .filter(|w| !w.back)
+            .map(|w| (w.source_topic.clone(), w.partition))
+            .filter(|id| translation.forward.partitions.get(id).is_some_and(|m| m.runs().nth(1).is_some()))
+            .collect();
+        self.prune(&mut translation.forward, &prunable, every_group_read.then_some(&oldest));
         Ok(())
     }
 
@@ -229,6 +237,9 @@ impl CheckpointTask {
     /// partition, when every group could be read. Only the forward mapping: the reverse flow
     /// prunes its own, against the groups of its source.
     fn prune(&mut self, forward: &mut Mappings, partitions: &[(String, i32)], oldest: Option<&HashMap<(String, i32), i64>>) {
+        if partitions.is_empty() && forward.orphaned.is_empty() {
+            return;
+        }
         let topic = positions_topic(&self.source_alias);
         let starts = match self.source_groups.log_starts(partitions) {
             Ok(starts) => starts,
@@ -237,7 +248,7 @@ impl CheckpointTask {
                 return;
             }
         };
-        let mut dead: Vec<((String, i32), i64)> = forward.orphaned.clone();
+        let mut dead: Vec<((String, i32), i64)> = forward.orphaned.iter().cloned().collect();
         for id in partitions {
             let Some(map) = forward.partitions.get(id) else { continue };
             // A partition no group committed on keeps its runs back to the log start: a group
@@ -260,8 +271,8 @@ impl CheckpointTask {
             FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
             return;
         }
-        forward.orphaned.clear();
         for (id, upstream) in &dead {
+            forward.orphaned.remove(&(id.clone(), *upstream));
             if let Some(map) = forward.partitions.get_mut(id) {
                 map.forget(*upstream);
             }

@@ -7,7 +7,7 @@
 //! version 1 the open run of the offset mapping (upstream, downstream, length; INT64 each).
 //! Closed runs share the topic under a longer key (see [`encode_run_key`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -135,8 +135,10 @@ pub struct Mappings {
     /// By source (topic, partition).
     pub partitions: HashMap<(String, i32), PartitionMap>,
     /// Runs of partitions whose position was deleted (their source topic is gone), by first
-    /// source offset: their records are still in the topic, and tombstones are due.
-    pub orphaned: Vec<((String, i32), i64)>,
+    /// source offset: their records are still in the topic, and tombstones are due. A run
+    /// record or tombstone read later under the same key settles it: a recreated topic's run
+    /// must not be deleted, and a deleted one needs no second tombstone.
+    pub orphaned: HashSet<((String, i32), i64)>,
 }
 
 impl Mappings {
@@ -150,12 +152,18 @@ impl Mappings {
                     None => map.set_next(stored.next),
                 }
             }
-            Some(StoredRecord::Run(id, run)) => self.partitions.entry(id).or_default().closed(run),
-            Some(StoredRecord::RunDeleted(id, upstream)) => {
-                if let Some(map) = self.partitions.get_mut(&id) {
-                    map.forget(upstream);
+            Some(StoredRecord::Run(id, run)) => {
+                if !self.orphaned.is_empty() {
+                    self.orphaned.remove(&(id.clone(), run.upstream));
                 }
+                self.partitions.entry(id).or_default().closed(run)
             }
+            Some(StoredRecord::RunDeleted(id, upstream)) => match self.partitions.get_mut(&id) {
+                Some(map) => map.forget(upstream),
+                None => {
+                    self.orphaned.remove(&(id, upstream));
+                }
+            },
             Some(StoredRecord::PositionDeleted(id)) => {
                 if let Some(map) = self.partitions.remove(&id) {
                     self.orphaned.extend(map.runs().map(|run| (id.clone(), run.upstream)));
@@ -347,6 +355,9 @@ mod tests {
         assert_eq!(starts, vec![0, 20, 30]);
         m.apply(&encode_key("orders", 0), None);
         assert!(m.get("orders", 0).is_none());
-        assert_eq!(m.orphaned, vec![(id.clone(), 0), (id.clone(), 20), (id, 30)]);
+        assert_eq!(m.orphaned, HashSet::from([(id.clone(), 0), (id.clone(), 20), (id.clone(), 30)]));
+        m.apply(&encode_run_key("orders", 0, 20), None);
+        m.apply(&encode_run_key("orders", 0, 0), Some(&encode_run_value(Run { upstream: 0, downstream: 0, len: 3 })));
+        assert_eq!(m.orphaned, HashSet::from([(id, 30)]), "deleted already, and a recreated topic's run: neither is due");
     }
 }
