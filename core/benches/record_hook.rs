@@ -11,23 +11,18 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use strait_core::config::Config;
 use strait_core::events::PartitionMetrics;
-use strait_core::pipeline::{Batch, Header, Record, RecordFilter, Slot, Slots};
+use strait_core::pipeline::{Batch, RecordFilter, Slot, Slots};
 use strait_core::policy::{PolicyEngine, RecordHook};
 
 const RECORDS: usize = 1_000;
 
 fn batch(value_size: usize) -> Batch {
-    let mut b = Batch::with_capacity(RECORDS);
+    let mut b = Batch::with_capacity(RECORDS, RECORDS * (value_size + 64));
+    let value = vec![b'x'; value_size];
     for i in 0..RECORDS {
-        b.push(Record {
-            slot: 0,
-            offset: i as i64,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(format!("key-{i:08}").into_bytes()),
-            value: Some(vec![b'x'; value_size]),
-            headers: vec![Header { key: "trace-id".into(), value: Some(b"0123456789abcdef".to_vec()) }],
-            route: None,
-        });
+        let key = format!("key-{i:08}");
+        let headers = [(&b"trace-id"[..], Some(&b"0123456789abcdef"[..]))];
+        b.push(0, i as i64, 1_700_000_000_000 + i as i64, Some(key.as_bytes()), Some(&value), headers);
     }
     b
 }
@@ -63,7 +58,14 @@ fn record_hook(c: &mut Criterion) {
         });
         let mut pack_only = hook("strait_policy_header_filter.wasm");
         group.bench_function(format!("pack_only/{value_size}B"), |b| {
-            b.iter_batched_ref(|| batch(value_size), |batch| pack_only.pack(batch), BatchSize::LargeInput)
+            b.iter_batched_ref(
+                || batch(value_size),
+                |batch| {
+                    pack_only.pack(batch);
+                    pack_only.unpack(batch);
+                },
+                BatchSize::LargeInput,
+            )
         });
     }
     group.finish();

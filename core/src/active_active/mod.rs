@@ -41,13 +41,15 @@ pub struct ActiveActive {
     slots: Slots,
     provenance: bool,
     conflicts: Option<Conflicts>,
+    /// Headers being rewritten, reused across records.
+    scratch: Vec<u8>,
 }
 
 impl ActiveActive {
     /// A filter for the flow `source->target`; `provenance` turns on the header and the loop
     /// check, `conflicts` the resolution.
     pub fn new(source: &str, target: &str, slots: Slots, provenance: bool, conflicts: Option<Conflicts>) -> Self {
-        Self { flow: format!("{source}->{target}"), source: source.into(), target: target.into(), slots, provenance, conflicts }
+        Self { flow: format!("{source}->{target}"), source: source.into(), target: target.into(), slots, provenance, conflicts, scratch: Vec::new() }
     }
 }
 
@@ -64,8 +66,8 @@ impl RecordFilter for ActiveActive {
         if let Some(keys) = &keys {
             let mut table = keys.lock();
             for (i, record) in batch.records.iter().enumerate() {
-                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), record.key.as_deref()) else { continue };
-                let origin = provenance::origin(provenance::of(&record.headers), &self.source);
+                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
+                let origin = provenance::origin(provenance::of(batch.headers(record)), &self.source);
                 // Every record read is a write on the source, even one about to be dropped.
                 table.observe(&self.source, &slot.source_topic, key, record.timestamp, origin);
                 known[i] = Some(table.known(&self.target, &slot.remote_topic, key).cloned());
@@ -74,23 +76,25 @@ impl RecordFilter for ActiveActive {
         // Writes this batch will make on the target, newest per key, seen by later records of
         // the batch as if the table had been noted in between.
         let mut written: HashMap<Vec<u8>, Version> = HashMap::new();
-        for (i, record) in batch.records.iter_mut().enumerate() {
+        for i in 0..batch.records.len() {
+            let record = &batch.records[i];
             if slots.get(record.slot as usize).is_none() {
                 continue;
             }
-            let path = provenance::of(&record.headers);
+            let path = provenance::of(batch.headers(record));
             let origin = provenance::origin(path, &self.source).to_string();
             if self.provenance && path.is_some_and(|p| provenance::contains(p, &self.target)) {
                 keep[i] = false;
                 looped += 1;
                 continue;
             }
-            if let (Some(c), Some(before), Some(key)) = (self.conflicts.as_mut(), known[i].as_ref(), record.key.as_deref()) {
+            let mut route = None;
+            if let (Some(c), Some(before), Some(key)) = (self.conflicts.as_mut(), known[i].as_ref(), batch.key(record)) {
                 let newest = match (before, written.get(key)) {
                     (Some(b), Some(w)) => Some(if (w.timestamp, &*w.origin) >= (b.timestamp, &*b.origin) { w } else { b }),
                     (b, w) => b.as_ref().or(w),
                 };
-                if c.instance.resolve(key, record.timestamp, &origin, &record.headers, newest)? {
+                if c.instance.resolve(key, record.timestamp, &origin, batch.bytes(record.headers), newest)? {
                     let version = Version { timestamp: record.timestamp, origin: Arc::from(origin.as_str()) };
                     match written.get(key) {
                         Some(w) if (w.timestamp, &*w.origin) > (version.timestamp, &*version.origin) => {}
@@ -99,7 +103,7 @@ impl RecordFilter for ActiveActive {
                         }
                     }
                 } else if let Some(topic) = &c.dead_letter {
-                    record.route = Some(topic.clone());
+                    route = Some(topic.clone());
                     dead_lettered += 1;
                 } else {
                     keep[i] = false;
@@ -107,14 +111,17 @@ impl RecordFilter for ActiveActive {
                     continue;
                 }
             }
+            if route.is_some() {
+                batch.records[i].route = route;
+            }
             if self.provenance {
-                provenance::extend(&mut record.headers, &self.source);
+                provenance::extend(batch, i, &self.source, &mut self.scratch);
             }
         }
         if let (Some(keys), false) = (&keys, written.is_empty()) {
             let mut table = keys.lock();
             for record in &batch.records {
-                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), record.key.as_deref()) else { continue };
+                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
                 if let Some(v) = written.remove(key) {
                     table.observe(&self.target, &slot.remote_topic, key, v.timestamp, &v.origin);
                 }

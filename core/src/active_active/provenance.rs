@@ -2,14 +2,14 @@
 //! is read from, oldest first, comma-separated (aliases are listed in `clusters`, so they hold
 //! no comma). A record without it was written where it is read: that cluster is its origin.
 
-use crate::pipeline::Header;
+use crate::pipeline::{pack_header, Batch, Headers};
 
 /// The header's key.
 pub const HEADER: &str = "strait.provenance";
 
-/// The header's value on a record, if it has one.
-pub fn of(headers: &[Header]) -> Option<&[u8]> {
-    headers.iter().find(|h| h.key == HEADER).and_then(|h| h.value.as_deref())
+/// The header's value among `headers`, if there is one.
+pub fn of(mut headers: Headers<'_>) -> Option<&[u8]> {
+    headers.find(|(k, _)| *k == HEADER.as_bytes()).and_then(|(_, v)| v)
 }
 
 /// Whether the cluster `alias` is in `path`.
@@ -26,18 +26,32 @@ pub fn origin<'a>(path: Option<&'a [u8]>, read_from: &'a str) -> &'a str {
         .unwrap_or(read_from)
 }
 
-/// Sets the header to `path` followed by `read_from`, the cluster the record leaves now.
-pub fn extend(headers: &mut Vec<Header>, read_from: &str) {
-    match headers.iter_mut().find(|h| h.key == HEADER) {
-        Some(h) => {
-            let value = h.value.get_or_insert_with(Vec::new);
-            if !value.is_empty() {
-                value.push(b',');
-            }
-            value.extend_from_slice(read_from.as_bytes());
+/// Sets the header of record `i` of `batch` to its path followed by `read_from`, the cluster
+/// the record leaves now; the other headers keep their order. `scratch` is reused across calls.
+pub fn extend(batch: &mut Batch, i: usize, read_from: &str, scratch: &mut Vec<u8>) {
+    let Some(record) = batch.records.get(i) else { return };
+    scratch.clear();
+    let mut found = false;
+    for (key, value) in batch.headers(record) {
+        if key != HEADER.as_bytes() || found {
+            pack_header(scratch, key, value);
+            continue;
         }
-        None => headers.push(Header { key: HEADER.into(), value: Some(read_from.as_bytes().to_vec()) }),
+        found = true;
+        let path = value.unwrap_or_default();
+        let mut extended = Vec::with_capacity(path.len() + 1 + read_from.len());
+        extended.extend_from_slice(path);
+        if !path.is_empty() {
+            extended.push(b',');
+        }
+        extended.extend_from_slice(read_from.as_bytes());
+        pack_header(scratch, key, Some(&extended));
     }
+    if !found {
+        pack_header(scratch, HEADER.as_bytes(), Some(read_from.as_bytes()));
+    }
+    let headers = batch.put(scratch);
+    batch.records[i].headers = headers;
 }
 
 #[cfg(test)]
@@ -46,16 +60,20 @@ mod tests {
 
     #[test]
     fn a_path_grows_by_one_alias_per_hop_and_names_its_origin_first() {
-        let mut headers = vec![Header { key: "trace".into(), value: None }];
-        assert_eq!(origin(of(&headers), "us-east"), "us-east");
-        extend(&mut headers, "us-east");
-        assert_eq!(of(&headers), Some(&b"us-east"[..]));
-        extend(&mut headers, "eu-west");
-        let path = of(&headers).unwrap();
+        let mut batch = Batch::default();
+        batch.push(0, 0, 0, None, None, [(&b"trace"[..], None)]);
+        let mut scratch = Vec::new();
+        assert_eq!(origin(of(batch.headers(&batch.records[0])), "us-east"), "us-east");
+        extend(&mut batch, 0, "us-east", &mut scratch);
+        assert_eq!(of(batch.headers(&batch.records[0])), Some(&b"us-east"[..]));
+        extend(&mut batch, 0, "eu-west", &mut scratch);
+        let path = of(batch.headers(&batch.records[0])).unwrap();
         assert_eq!(path, b"us-east,eu-west");
         assert_eq!(origin(Some(path), "ap-south"), "us-east");
         assert!(contains(path, "eu-west") && contains(path, "us-east"));
         assert!(!contains(path, "us") && !contains(path, "west"), "whole aliases only");
-        assert_eq!(headers[0].key, "trace", "other headers stay as they were");
+        let headers: Vec<_> = batch.headers(&batch.records[0]).collect();
+        assert_eq!(headers[0], (&b"trace"[..], None), "other headers stay as they were");
+        assert_eq!(headers.len(), 2);
     }
 }

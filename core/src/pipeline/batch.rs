@@ -1,15 +1,27 @@
 //! The unit that moves between stages: a batch of records, never a single one.
+//!
+//! A batch owns one buffer with every key, value and header of its records, back to back; a
+//! record names its parts as [`Span`]s of it. Fetching a record is then one copy into a buffer
+//! that grows once per batch, not two allocations per record, and the WASM record hook takes
+//! the buffer as it is: headers are kept in the packed layout of the WIT's `types.batch`.
+
+use std::ops::Range;
 
 use crate::offsets::SlotId;
 
+/// Where a part of a record lies in its batch's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// First byte.
+    pub start: u32,
+    /// Length in bytes.
+    pub len: u32,
+}
 
-/// One record header. Kafka allows a null header value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    /// Header key.
-    pub key: String,
-    /// Header value; `None` is a null value.
-    pub value: Option<Vec<u8>>,
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
 }
 
 /// One source record on its way to the target.
@@ -22,22 +34,92 @@ pub struct Record {
     /// Timestamp in milliseconds, copied to the target unchanged.
     pub timestamp: i64,
     /// Key; `None` is a null key.
-    pub key: Option<Vec<u8>>,
+    pub key: Option<Span>,
     /// Value; `None` is a tombstone.
-    pub value: Option<Vec<u8>>,
-    /// Headers in their original order.
-    pub headers: Vec<Header>,
+    pub value: Option<Span>,
+    /// Headers in their original order, packed (see [`pack_header`]).
+    pub headers: Span,
     /// A target topic the policy routed this record to, instead of the slot's remote topic.
     pub route: Option<std::sync::Arc<str>>,
 }
 
-impl Record {
-    /// Bytes of key, value and headers, MM2's `byte-count` measure.
-    pub fn size(&self) -> usize {
-        self.key.as_ref().map_or(0, Vec::len)
-            + self.value.as_ref().map_or(0, Vec::len)
-            + self.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, Vec::len)).sum::<usize>()
+/// Length that marks a null header value in the packed layout.
+pub(crate) const NULL: u32 = u32::MAX;
+
+/// Appends one header to `out` in the packed layout of the WIT's `types.batch`: the key's
+/// length (u32, little-endian) and bytes, then the value's length and bytes, or [`NULL`].
+pub fn pack_header(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    match value {
+        Some(v) => {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+        None => out.extend_from_slice(&NULL.to_le_bytes()),
     }
+}
+
+/// The headers of packed bytes, in order, as `(key, value)`; a malformed tail ends them (see
+/// [`check_headers`] for bytes from outside).
+#[derive(Debug, Clone)]
+pub struct Headers<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Headers<'a> {
+    /// The headers packed in `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+
+    fn take_u32(&mut self) -> Option<u32> {
+        let (head, rest) = self.rest.split_first_chunk::<4>()?;
+        self.rest = rest;
+        Some(u32::from_le_bytes(*head))
+    }
+
+    fn take(&mut self, len: usize) -> Option<&'a [u8]> {
+        let (taken, rest) = self.rest.split_at_checked(len)?;
+        self.rest = rest;
+        Some(taken)
+    }
+
+    fn next_header(&mut self) -> Option<(&'a [u8], Option<&'a [u8]>)> {
+        let key_len = self.take_u32()? as usize;
+        let key = self.take(key_len)?;
+        let value = match self.take_u32()? {
+            NULL => None,
+            len => Some(self.take(len as usize)?),
+        };
+        Some((key, value))
+    }
+}
+
+impl<'a> Iterator for Headers<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let header = self.next_header();
+        if header.is_none() {
+            self.rest = &[];
+        }
+        header
+    }
+}
+
+/// Why packed headers from outside (a policy's edit) cannot be taken.
+pub fn check_headers(mut bytes: &[u8]) -> Result<(), &'static str> {
+    while !bytes.is_empty() {
+        let mut h = Headers::new(bytes);
+        let (key, _) = h.next_header().ok_or("malformed packed headers")?;
+        std::str::from_utf8(key).map_err(|_| "a header key that is not UTF-8 (Kafka header keys are strings)")?;
+        bytes = h.rest;
+    }
+    Ok(())
 }
 
 /// Records fetched together, plus the last fetched offset of every partition they came from,
@@ -48,20 +130,139 @@ pub struct Batch {
     pub records: Vec<Record>,
     /// `(slot, last offset fetched)` for each partition in this batch.
     pub fetched_through: Vec<(SlotId, i64)>,
+    /// Every key, value and header of `records`; bytes an edit replaced stay until the batch goes.
+    data: Vec<u8>,
 }
 
 impl Batch {
-    /// An empty batch with room for `records` records.
-    pub fn with_capacity(records: usize) -> Self {
-        Self { records: Vec::with_capacity(records), fetched_through: Vec::new() }
+    /// Most bytes one batch's buffer holds: spans are 32-bit, and a stage never fills a batch
+    /// past its byte bound plus one record (Kafka's records are under 2 GiB).
+    pub const MAX_BYTES: usize = 1 << 30;
+
+    /// An empty batch with room for `records` records and `bytes` bytes of their data.
+    pub fn with_capacity(records: usize, bytes: usize) -> Self {
+        Self { records: Vec::with_capacity(records), fetched_through: Vec::new(), data: Vec::with_capacity(bytes) }
     }
 
-    /// Adds a record and notes how far its partition was fetched.
-    pub fn push(&mut self, record: Record) {
-        match self.fetched_through.iter_mut().find(|(slot, _)| *slot == record.slot) {
-            Some(entry) => entry.1 = entry.1.max(record.offset),
-            None => self.fetched_through.push((record.slot, record.offset)),
+    /// Appends a record made of `key`, `value` and `headers` and notes how far its partition
+    /// was fetched.
+    pub fn push<'h>(
+        &mut self,
+        slot: SlotId,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: impl IntoIterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+    ) {
+        let key = key.map(|k| self.put(k));
+        let value = value.map(|v| self.put(v));
+        let start = self.data.len();
+        for (k, v) in headers {
+            pack_header(&mut self.data, k, v);
         }
-        self.records.push(record);
+        let headers = self.span_from(start);
+        match self.fetched_through.iter_mut().find(|(s, _)| *s == slot) {
+            Some(entry) => entry.1 = entry.1.max(offset),
+            None => self.fetched_through.push((slot, offset)),
+        }
+        self.records.push(Record { slot, offset, timestamp, key, value, headers, route: None });
+    }
+
+    /// Appends `bytes` to the buffer; the span names them.
+    pub fn put(&mut self, bytes: &[u8]) -> Span {
+        let start = self.data.len();
+        self.data.extend_from_slice(bytes);
+        self.span_from(start)
+    }
+
+    fn span_from(&self, start: usize) -> Span {
+        // Fill stops at `MAX_BYTES`, far below 4 GiB.
+        Span { start: start as u32, len: (self.data.len() - start) as u32 }
+    }
+
+    /// The bytes `span` names; empty if it lies outside the buffer.
+    pub fn bytes(&self, span: Span) -> &[u8] {
+        self.data.get(span.range()).unwrap_or_default()
+    }
+
+    /// The key of `record`.
+    pub fn key(&self, record: &Record) -> Option<&[u8]> {
+        record.key.map(|s| self.bytes(s))
+    }
+
+    /// The value of `record`.
+    pub fn value(&self, record: &Record) -> Option<&[u8]> {
+        record.value.map(|s| self.bytes(s))
+    }
+
+    /// The headers of `record`, in order.
+    pub fn headers(&self, record: &Record) -> Headers<'_> {
+        Headers::new(self.bytes(record.headers))
+    }
+
+    /// Bytes of `record`'s key, value and headers, MM2's `byte-count` measure.
+    pub fn size(&self, record: &Record) -> usize {
+        let header_bytes: usize = if record.headers.len == 0 {
+            0
+        } else {
+            self.headers(record).map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len)).sum()
+        };
+        record.key.map_or(0, |s| s.len as usize) + record.value.map_or(0, |s| s.len as usize) + header_bytes
+    }
+
+    /// The whole buffer, for a hook that takes the batch packed.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Lends the buffer out (to a hook that takes it by value) and back with [`Self::restore_data`].
+    pub fn take_data(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.data)
+    }
+
+    /// Takes back a buffer lent with [`Self::take_data`].
+    pub fn restore_data(&mut self, data: Vec<u8>) {
+        self.data = data;
+    }
+
+    /// Bytes in the buffer.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_what_was_pushed_from_one_buffer() {
+        let mut b = Batch::with_capacity(2, 64);
+        b.push(3, 10, 1_000, Some(b"k"), Some(b"value"), [(&b"trace"[..], Some(&b"1"[..])), (&b"null"[..], None)]);
+        b.push(3, 11, 1_001, None, None, []);
+        let (first, second) = (&b.records[0], &b.records[1]);
+        assert_eq!((b.key(first), b.value(first)), (Some(&b"k"[..]), Some(&b"value"[..])));
+        assert_eq!(b.headers(first).collect::<Vec<_>>(), vec![(&b"trace"[..], Some(&b"1"[..])), (&b"null"[..], None)]);
+        assert_eq!(b.size(first), 1 + 5 + 5 + 1 + 4);
+        assert_eq!((b.key(second), b.value(second), b.headers(second).count(), b.size(second)), (None, None, 0, 0));
+        assert_eq!(b.fetched_through, vec![(3, 11)]);
+        let empty = b.put(b"");
+        assert_eq!(b.bytes(empty), b"", "an empty key is not a null one");
+    }
+
+    #[test]
+    fn packed_headers_from_outside_are_checked() {
+        let mut data = Vec::new();
+        pack_header(&mut data, b"a", Some(b"1"));
+        pack_header(&mut data, b"null", None);
+        pack_header(&mut data, b"", Some(b""));
+        assert_eq!(check_headers(&data), Ok(()));
+        assert_eq!(Headers::new(&data).count(), 3);
+        assert!(check_headers(&data[..data.len() - 1]).is_err(), "a cut length");
+        let mut bad_key = Vec::new();
+        pack_header(&mut bad_key, &[0xff, 0xfe], None);
+        assert!(check_headers(&bad_key).is_err());
+        assert_eq!(Headers::new(&data[..data.len() - 1]).count(), 2, "a malformed tail ends the headers");
     }
 }

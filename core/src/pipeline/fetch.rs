@@ -13,7 +13,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::batch::{Batch, Header, Record};
+use super::batch::Batch;
 use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
 use super::stage::Handoff;
@@ -285,13 +285,16 @@ impl FetchStage {
     }
 
     fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>], lag: &mut LagTracker, wait: Duration) -> Batch {
-        let mut batch = Batch::with_capacity(self.max_records.min(4096));
+        let max_bytes = self.max_bytes.min(Batch::MAX_BYTES);
+        // Small batches (a low rate) stay small; a full one grows its buffer a few times, and
+        // glibc grows large blocks by remapping, without copying.
+        let mut batch = Batch::with_capacity(self.max_records.min(4096), max_bytes.min(64 << 10));
         let mut bytes = 0usize;
         let now_ms = now_millis();
         // Per slot of this batch (few slots per batch, so a list): the oldest record age, and
         // the first record's offset and timestamp and the last offset, for the lag.
         let mut seen: Vec<BatchSlot> = Vec::new();
-        while batch.records.len() < self.max_records && bytes < self.max_bytes {
+        while batch.records.len() < self.max_records && bytes < max_bytes {
             // Wait for the first record of a batch; take only what is already there after that.
             let timeout = if batch.records.is_empty() { wait } else { Duration::ZERO };
             match self.consumer.poll(timeout) {
@@ -304,7 +307,10 @@ impl FetchStage {
                     let Some(slot) = by_topic.get(m.topic()).and_then(|p| p.get(m.partition() as usize)).copied().flatten() else {
                         continue;
                     };
-                    let record = to_record(slot, &m);
+                    let before = batch.data_len();
+                    push_record(&mut batch, slot, &m);
+                    bytes += batch.data_len() - before;
+                    let Some(record) = batch.records.last() else { continue };
                     let age = now_ms - record.timestamp;
                     match seen.iter_mut().find(|s| s.slot == slot) {
                         Some(s) => {
@@ -313,8 +319,6 @@ impl FetchStage {
                         }
                         None => seen.push(BatchSlot { slot, oldest_age: age, first: record.offset, first_ts: record.timestamp, last: record.offset }),
                     }
-                    bytes += record.size();
-                    batch.push(record);
                 }
             }
         }
@@ -337,20 +341,11 @@ struct BatchSlot {
     last: i64,
 }
 
-fn to_record(slot: SlotId, m: &BorrowedMessage<'_>) -> Record {
-    let headers = m
-        .headers()
-        .map(|hs| hs.iter().map(|h| Header { key: h.key.to_string(), value: h.value.map(<[u8]>::to_vec) }).collect())
-        .unwrap_or_default();
-    Record {
-        slot,
-        offset: m.offset(),
-        timestamp: m.timestamp().to_millis().unwrap_or_else(now_millis),
-        key: m.key().map(<[u8]>::to_vec),
-        value: m.payload().map(<[u8]>::to_vec),
-        headers,
-        route: None,
-    }
+fn push_record(batch: &mut Batch, slot: SlotId, m: &BorrowedMessage<'_>) {
+    let timestamp = m.timestamp().to_millis().unwrap_or_else(now_millis);
+    let headers = m.headers();
+    let headers = headers.iter().flat_map(|hs| hs.iter()).map(|h| (h.key.as_bytes(), h.value));
+    batch.push(slot, m.offset(), timestamp, m.key(), m.payload(), headers);
 }
 
 /// Wall-clock milliseconds since the epoch, the clock Kafka timestamps use.

@@ -13,11 +13,12 @@ mod stage;
 mod transform;
 mod wiring;
 
-pub use batch::{Batch, Header, Record};
+pub use batch::{check_headers, pack_header, Batch, Headers, Record, Span};
+pub(crate) use batch::NULL;
 pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
 pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
-pub use produce::{transactional_id, Deliveries, Delivery, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, ProduceTask, TargetProducer};
+pub use produce::{transactional_id, Deliveries, DeliveryContext, InFlight, Sent, Ticket, POSITION_TICKET, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, ProduceTask, TargetProducer};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
 pub use stage::MiddleStage;

@@ -9,32 +9,16 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
 use crate::events::AckRounds;
-use crate::offsets::{Ledger, SlotId, SourceOffset, TargetOffset};
+use crate::offsets::{Ledger, SourceOffset, TargetOffset};
 use crate::pipeline::fetch::now_millis;
 
-/// What a delivery report is about.
-pub enum Delivery {
-    /// A replicated record.
-    Record {
-        /// Its source partition.
-        slot: SlotId,
-        /// Its source offset.
-        offset: i64,
-        /// Its timestamp, for the latency measure.
-        timestamp: i64,
-        /// Its size, for the byte count.
-        bytes: usize,
-        /// Whether the policy routed it away from its remote topic (then it is no mirror and
-        /// gets no offset sync).
-        routed: bool,
-    },
-    /// A position record.
-    Position,
-}
+use super::in_flight::{InFlight, Ticket, POSITION_TICKET};
 
 #[derive(Default)]
 pub(super) struct DeliveryState {
     pub(super) ledger: Ledger,
+    /// The records handed to producers and not yet reported on.
+    pub(super) in_flight: InFlight,
     /// The client's error code of the first refused record, for the hint in its error.
     pub(super) refused_code: Option<RDKafkaErrorCode>,
     /// Acknowledgements not yet counted in the metrics.
@@ -81,36 +65,33 @@ impl DeliveryContext {
 impl ClientContext for DeliveryContext {}
 
 impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = Box<Delivery>;
+    type DeliveryOpaque = Ticket;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Self::DeliveryOpaque) {
+    fn delivery(&self, result: &DeliveryResult<'_>, ticket: Ticket) {
         let mut state = self.deliveries.state();
-        match (*opaque, result) {
-            (
-                Delivery::Record {
-                    slot,
-                    offset,
-                    timestamp,
-                    bytes,
-                    routed,
-                },
-                Ok(message),
-            ) => {
-                // A re-routed record is no mirror of its source offset: to the mapping it is a gap.
-                let landed = (!routed).then(|| TargetOffset(message.offset()));
-                state.ledger.acked(slot, SourceOffset(offset), landed);
-                let now = *state.round_clock_ms.get_or_insert_with(now_millis);
-                state.acks.add(slot, bytes, now - timestamp);
+        if ticket == POSITION_TICKET {
+            if result.is_err() {
+                state.ledger.write_failed();
             }
-            (Delivery::Record { slot, offset, .. }, Err((e, _))) => {
+            return;
+        }
+        // A ticket is settled once; librdkafka reports each record once.
+        let Some(sent) = state.in_flight.settle(ticket) else { return };
+        match result {
+            Ok(message) => {
+                // A re-routed record is no mirror of its source offset: to the mapping it is a gap.
+                let landed = (!sent.routed).then(|| TargetOffset(message.offset()));
+                state.ledger.acked(sent.slot, SourceOffset(sent.offset), landed);
+                let now = *state.round_clock_ms.get_or_insert_with(now_millis);
+                state.acks.add(sent.slot, sent.bytes, now - sent.timestamp);
+            }
+            Err((e, _)) => {
                 let first = state.ledger.refusal().is_none();
-                state.ledger.refused(slot, SourceOffset(offset), e.to_string());
+                state.ledger.refused(sent.slot, SourceOffset(sent.offset), e.to_string());
                 if first && state.ledger.refusal().is_some() {
                     state.refused_code = e.rdkafka_error_code();
                 }
             }
-            (Delivery::Position, Ok(_)) => {}
-            (Delivery::Position, Err(_)) => state.ledger.write_failed(),
         }
     }
 }

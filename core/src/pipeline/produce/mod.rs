@@ -4,6 +4,7 @@
 //! they cover (see [`lanes`]).
 
 mod delivery;
+mod in_flight;
 mod lanes;
 mod positions;
 
@@ -27,7 +28,8 @@ use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode
 use crate::offsets::mm2::OffsetSync;
 use crate::offsets::{PositionWrite, SlotId, SourceOffset};
 
-pub use delivery::{Deliveries, Delivery, DeliveryContext};
+pub use delivery::{Deliveries, DeliveryContext};
+pub use in_flight::{InFlight, Sent, Ticket, POSITION_TICKET};
 pub use lanes::{transactional_id, Lanes, TargetProducer};
 pub use positions::PositionWriter;
 use positions::Outcome;
@@ -151,6 +153,8 @@ const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 /// A batch being handed to the producer, and how far it got.
 struct Sending {
     batch: Batch,
+    /// Per record, its ticket; `None` for a record of a partition no longer replicated.
+    tickets: Vec<Option<Ticket>>,
     next: usize,
     /// Per slot of the batch: the remote topic, the partition and the lane.
     destinations: Vec<(SlotId, Arc<str>, i32, usize)>,
@@ -468,7 +472,7 @@ impl ProduceTask {
     /// Hands queued position writes to their producers; `true` once none is left.
     fn send_unstored(&mut self) -> bool {
         while let Some((lane, key, value)) = self.unstored.front() {
-            let mut record = BaseRecord::with_opaque_to(&self.stage.positions_topic, Box::new(Delivery::Position)).key(&key[..]);
+            let mut record = BaseRecord::with_opaque_to(&self.stage.positions_topic, POSITION_TICKET).key(&key[..]);
             if let Some(v) = value {
                 record = record.payload(&v[..]);
             }
@@ -551,14 +555,9 @@ impl ProduceStage {
         }
     }
 
-    /// Marks a batch's records as sent and looks up where each of its partitions goes.
+    /// Marks a batch's records as sent, looks up where each of its partitions goes and issues
+    /// a ticket to each record that goes somewhere.
     fn begin(&self, batch: Batch) -> Result<Sending, FlowError> {
-        {
-            let mut state = self.deliveries.state();
-            for r in &batch.records {
-                state.ledger.sent(r.slot, SourceOffset(r.offset));
-            }
-        }
         // Read before sending: `send` may poll, the delivery callback reads the slot table
         // too, and a recursive read behind a waiting writer (discovery adding slots) would
         // deadlock.
@@ -577,29 +576,35 @@ impl ProduceStage {
                 destinations.push((id, s.remote_topic.clone(), s.partition, lane));
             }
         }
-        Ok(Sending { batch, next: 0, destinations, metadata_deadline: None })
+        let mut tickets = Vec::with_capacity(batch.records.len());
+        {
+            let mut state = self.deliveries.state();
+            for r in &batch.records {
+                state.ledger.sent(r.slot, SourceOffset(r.offset));
+                let ticket = destinations.iter().any(|(id, ..)| *id == r.slot).then(|| {
+                    state.in_flight.issue(Sent { slot: r.slot, offset: r.offset, timestamp: r.timestamp, bytes: batch.size(r), routed: r.route.is_some() })
+                });
+                tickets.push(ticket);
+            }
+        }
+        Ok(Sending { batch, tickets, next: 0, destinations, metadata_deadline: None })
     }
 
     /// Hands the rest of a batch to the producer; `false` when its queue is full (that is the
     /// back-pressure) or a just-created topic is not in its metadata yet, to resume later.
     fn send_from(&self, s: &mut Sending, wait: Duration, metadata_asked: &mut Option<Instant>) -> Result<bool, (Refused, Option<RDKafkaErrorCode>)> {
         while let Some(record) = s.batch.records.get(s.next) {
-            let Some((_, remote_topic, partition, lane)) = s.destinations.iter().find(|(id, ..)| *id == record.slot) else {
+            let (Some((_, remote_topic, partition, lane)), Some(Some(ticket))) =
+                (s.destinations.iter().find(|(id, ..)| *id == record.slot), s.tickets.get(s.next).copied())
+            else {
                 s.next += 1;
                 continue;
             };
-            let delivery = Box::new(Delivery::Record {
-                slot: record.slot,
-                offset: record.offset,
-                timestamp: record.timestamp,
-                bytes: record.size(),
-                routed: record.route.is_some(),
-            });
             // A routed record leaves the partition to the target's partitioner: the route's
             // partition count is not the source's.
             let out = match &record.route {
-                Some(topic) => to_kafka(record, topic, None, delivery),
-                None => to_kafka(record, remote_topic, Some(*partition), delivery),
+                Some(topic) => to_kafka(&s.batch, record, topic, None, ticket),
+                None => to_kafka(&s.batch, record, remote_topic, Some(*partition), ticket),
             };
             let refused = |reason: String, code| (Refused { slot: record.slot, offset: record.offset, reason }, code);
             let producer = self.lanes.producer(*lane);
@@ -611,6 +616,7 @@ impl ProduceStage {
                 }
                 Err((KafkaError::MessageProduction(code @ (RDKafkaErrorCode::UnknownPartition | RDKafkaErrorCode::UnknownTopic)), back)) => {
                     if *s.metadata_deadline.get_or_insert_with(|| Instant::now() + METADATA_WAIT) <= Instant::now() {
+                        self.deliveries.state().in_flight.settle(ticket);
                         return Err(refused(format!("{} is not in the producer's metadata ({code})", back.topic), Some(code)));
                     }
                     // A metadata request refreshes librdkafka's cache for this topic.
@@ -623,7 +629,10 @@ impl ProduceStage {
                     self.poll(wait.min(Duration::from_millis(100)));
                     return Ok(false);
                 }
-                Err((e, _)) => return Err(refused(e.to_string(), e.rdkafka_error_code())),
+                Err((e, _)) => {
+                    self.deliveries.state().in_flight.settle(ticket);
+                    return Err(refused(e.to_string(), e.rdkafka_error_code()));
+                }
             }
         }
         Ok(true)
@@ -710,21 +719,22 @@ impl ProduceStage {
     }
 }
 
-fn to_kafka<'a>(record: &'a Record, topic: &'a str, partition: Option<i32>, delivery: Box<Delivery>) -> BaseRecord<'a, [u8], [u8], Box<Delivery>> {
-    let mut out = BaseRecord::with_opaque_to(topic, delivery).timestamp(record.timestamp);
+fn to_kafka<'a>(batch: &'a Batch, record: &Record, topic: &'a str, partition: Option<i32>, ticket: Ticket) -> BaseRecord<'a, [u8], [u8], Ticket> {
+    let mut out = BaseRecord::with_opaque_to(topic, ticket).timestamp(record.timestamp);
     if let Some(p) = partition {
         out = out.partition(p);
     }
-    if let Some(k) = &record.key {
-        out = out.key(&k[..]);
+    if let Some(k) = batch.key(record) {
+        out = out.key(k);
     }
-    if let Some(v) = &record.value {
-        out = out.payload(&v[..]);
+    if let Some(v) = batch.value(record) {
+        out = out.payload(v);
     }
-    if !record.headers.is_empty() {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for h in &record.headers {
-            headers = headers.insert(KafkaHeader { key: &h.key, value: h.value.as_deref() });
+    if record.headers.len > 0 {
+        let mut headers = OwnedHeaders::new();
+        for (key, value) in batch.headers(record) {
+            // Keys came from Kafka as strings, or were checked when a policy edited them.
+            headers = headers.insert(KafkaHeader { key: std::str::from_utf8(key).unwrap_or_default(), value });
         }
         out = out.headers(headers);
     }

@@ -14,7 +14,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::delivery::Delivery;
+use super::in_flight::POSITION_TICKET;
 use super::lanes::{resumable, TargetProducer};
 use crate::group::GroupSession;
 
@@ -133,7 +133,7 @@ fn write(producer: &TargetProducer, topic: &str, session: &GroupSession, owned: 
     producer.begin_transaction()?;
     for (key, value) in batch {
         loop {
-            let mut record = BaseRecord::with_opaque_to(topic, Box::new(Delivery::Position)).key(&key[..]);
+            let mut record = BaseRecord::with_opaque_to(topic, POSITION_TICKET).key(&key[..]);
             if let Some(v) = value {
                 record = record.payload(&v[..]);
             }

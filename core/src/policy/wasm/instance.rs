@@ -9,10 +9,8 @@ use super::bindings::strait::policy::types::{Batch, Incoming, KeyState, Property
 use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent};
 use super::error::PolicyError;
-use super::records::pack_headers;
 use crate::active_active::Version;
 use crate::config::FlowConfig;
-use crate::pipeline::Header;
 
 /// What the store of an instance holds.
 pub struct HostState {
@@ -130,11 +128,10 @@ impl PolicyInstance {
     }
 
     /// `conflicts.resolve`: whether a record of `key` stamped `timestamp`, first written on
-    /// `origin`, is written to a target where `known` is the newest version of the key.
-    pub(crate) fn resolve(&mut self, key: &[u8], timestamp: i64, origin: &str, headers: &[Header], known: Option<&Version>) -> Result<bool, PolicyError> {
-        let mut packed = Vec::new();
-        pack_headers(headers, &mut packed);
-        let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: packed };
+    /// `origin`, is written to a target where `known` is the newest version of the key;
+    /// `headers` are packed as in the record's batch.
+    pub(crate) fn resolve(&mut self, key: &[u8], timestamp: i64, origin: &str, headers: &[u8], known: Option<&Version>) -> Result<bool, PolicyError> {
+        let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: headers.to_vec() };
         let known = known.map(|v| KeyState { timestamp: v.timestamp, origin: v.origin.to_string() });
         self.call("conflicts.resolve", |b, s| b.strait_policy_conflicts().call_resolve(s, &arriving, known.as_ref()))
     }

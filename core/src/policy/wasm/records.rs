@@ -11,7 +11,7 @@ use super::reload::ReloadWatch;
 use crate::config::FlowConfig;
 use crate::events::{PolicyReloadFailed, PolicyReloaded};
 use crate::offsets::SlotId;
-use crate::pipeline::{Batch, Header, RecordFilter, Slots};
+use crate::pipeline::{check_headers, Batch, RecordFilter, Slots, NULL};
 use crate::policy::RouteGuard;
 
 /// Where a hook's component came from, to load it again when it changes.
@@ -25,8 +25,6 @@ struct Reload {
 
 /// `u32` entries per record in the packed index.
 const STRIDE: usize = 8;
-/// Length that marks null.
-const NULL: u32 = u32::MAX;
 
 /// Runs a component's record hook on every batch of a flow.
 pub struct RecordHook {
@@ -126,13 +124,13 @@ impl RecordHook {
         }
     }
 
-    /// Packs `batch` into the reusable buffers.
-    pub fn pack(&mut self, batch: &Batch) {
+    /// Packs `batch` into the reusable buffers: the index of every record's parts, and the
+    /// batch's own buffer, lent to the hook until [`Self::unpack`] gives it back.
+    pub fn pack(&mut self, batch: &mut Batch) {
         let p = &mut self.packed;
         p.topics.clear();
         p.index.clear();
         p.timestamps.clear();
-        p.data.clear();
         p.index.reserve(batch.records.len() * STRIDE);
         p.timestamps.reserve(batch.records.len());
         let slots = self.slots.read();
@@ -153,71 +151,23 @@ impl RecordHook {
                     t
                 }
             };
-            let (ko, kl) = put(&mut p.data, r.key.as_deref());
-            let (vo, vl) = put(&mut p.data, r.value.as_deref());
-            let ho = p.data.len() as u32;
-            pack_headers(&r.headers, &mut p.data);
-            let hl = p.data.len() as u32 - ho;
-            p.index.extend_from_slice(&[topic, ko, kl, vo, vl, ho, hl, 0]);
+            let (ko, kl) = r.key.map_or((0, NULL), |s| (s.start, s.len));
+            let (vo, vl) = r.value.map_or((0, NULL), |s| (s.start, s.len));
+            p.index.extend_from_slice(&[topic, ko, kl, vo, vl, r.headers.start, r.headers.len, 0]);
             p.timestamps.push(r.timestamp);
         }
+        p.data = batch.take_data();
+    }
+
+    /// Gives the buffer [`Self::pack`] lent back to `batch`.
+    pub fn unpack(&mut self, batch: &mut Batch) {
+        batch.restore_data(std::mem::take(&mut self.packed.data));
     }
 
     /// Calls the hook on the packed batch.
     pub fn call(&mut self) -> Result<Verdict, PolicyError> {
         self.instance.on_batch(&self.packed)
     }
-}
-
-/// Appends `headers` to `data` in the packed layout of the WIT's `types.batch`.
-pub(crate) fn pack_headers(headers: &[Header], data: &mut Vec<u8>) {
-    for h in headers {
-        data.extend_from_slice(&(h.key.len() as u32).to_le_bytes());
-        data.extend_from_slice(h.key.as_bytes());
-        match &h.value {
-            Some(v) => {
-                data.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                data.extend_from_slice(v);
-            }
-            None => data.extend_from_slice(&NULL.to_le_bytes()),
-        }
-    }
-}
-
-fn put(data: &mut Vec<u8>, bytes: Option<&[u8]>) -> (u32, u32) {
-    let offset = data.len() as u32;
-    match bytes {
-        Some(b) => {
-            data.extend_from_slice(b);
-            (offset, b.len() as u32)
-        }
-        None => (offset, NULL),
-    }
-}
-
-/// Decodes the packed header layout.
-fn unpack_headers(mut bytes: &[u8]) -> Option<Vec<Header>> {
-    let mut out = Vec::new();
-    let take_u32 = |b: &mut &[u8]| -> Option<u32> {
-        let (head, rest) = b.split_first_chunk::<4>()?;
-        *b = rest;
-        Some(u32::from_le_bytes(*head))
-    };
-    while !bytes.is_empty() {
-        let klen = take_u32(&mut bytes)? as usize;
-        let (key, rest) = bytes.split_at_checked(klen)?;
-        bytes = rest;
-        let vlen = take_u32(&mut bytes)?;
-        let value = if vlen == NULL {
-            None
-        } else {
-            let (v, rest) = bytes.split_at_checked(vlen as usize)?;
-            bytes = rest;
-            Some(v.to_vec())
-        };
-        out.push(Header { key: String::from_utf8_lossy(key).into_owned(), value });
-    }
-    Some(out)
 }
 
 impl RecordFilter for RecordHook {
@@ -230,7 +180,9 @@ impl RecordFilter for RecordHook {
             return Ok(());
         }
         self.pack(batch);
-        let verdict = self.call()?;
+        let verdict = self.call();
+        self.unpack(batch);
+        let verdict = verdict?;
         if verdict.drop.is_empty() && verdict.edits.is_empty() {
             return Ok(()); // "no change": the batch goes on untouched
         }
@@ -238,15 +190,26 @@ impl RecordFilter for RecordHook {
         let bad = |what: String| PolicyError::Hook { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
         let len = batch.records.len();
         for e in verdict.edits {
-            let record = batch.records.get_mut(e.position as usize).ok_or_else(|| bad(format!("edit names record {} of {len}", e.position)))?;
-            if let Some(key) = e.key {
+            let i = e.position as usize;
+            if i >= len {
+                return Err(bad(format!("edit names record {i} of {len}")));
+            }
+            if let Some(headers) = &e.headers {
+                check_headers(headers).map_err(|what| bad(format!("edit of record {i} has {what}")))?;
+            }
+            // New bytes go to the end of the batch's buffer; the replaced ones stay unused.
+            let key = e.key.map(|k| k.map(|k| batch.put(&k)));
+            let value = e.value.map(|v| v.map(|v| batch.put(&v)));
+            let headers = e.headers.map(|h| batch.put(&h));
+            let record = &mut batch.records[i];
+            if let Some(key) = key {
                 record.key = key;
             }
-            if let Some(value) = e.value {
+            if let Some(value) = value {
                 record.value = value;
             }
-            if let Some(headers) = e.headers {
-                record.headers = unpack_headers(&headers).ok_or_else(|| bad("edit has malformed packed headers".into()))?;
+            if let Some(headers) = headers {
+                record.headers = headers;
             }
             if let Some(ts) = e.timestamp {
                 record.timestamp = ts;
@@ -273,30 +236,5 @@ impl RecordFilter for RecordHook {
             batch.records.retain(|_| flags.next().unwrap_or(true));
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packed_headers_round_trip() {
-        let mut data = Vec::new();
-        for (k, v) in [("a", Some(&b"1"[..])), ("null", None), ("", Some(&b""[..]))] {
-            data.extend_from_slice(&(k.len() as u32).to_le_bytes());
-            data.extend_from_slice(k.as_bytes());
-            match v {
-                Some(v) => {
-                    data.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                    data.extend_from_slice(v);
-                }
-                None => data.extend_from_slice(&NULL.to_le_bytes()),
-            }
-        }
-        let h = unpack_headers(&data).unwrap();
-        assert_eq!(h.len(), 3);
-        assert_eq!(h[1], Header { key: "null".into(), value: None });
-        assert_eq!(unpack_headers(&data[..data.len() - 1]), None);
     }
 }
