@@ -35,17 +35,19 @@ impl Contender {
     }
 
     /// The settings it runs with, for the results file.
-    pub fn settings(self, partitions: i32) -> String {
+    pub fn settings(self, partitions: i32, codec: &str) -> String {
         match self {
-            Contender::Ceiling => "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
-                one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, a 1 GiB queue), one thread"
-                .into(),
-            Contender::Strait => "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer compressing with lz4, with a \
-                16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
-                offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
-                .into(),
+            Contender::Ceiling => format!(
+                "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
+                 one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, compression.type={codec}, a 1 GiB queue), one thread"
+            ),
+            Contender::Strait => format!(
+                "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer (compression.type={codec}; lz4 is the default), with a \
+                 16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
+                 offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
+            ),
             Contender::Mm2 => format!(
-                "MirrorMaker 2 dedicated mode, tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 (acks=all, idempotent: \
+                "MirrorMaker 2 dedicated mode, tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
                  Connect's defaults), consumer max.poll.records=2000, offset syncs and checkpoints at their defaults, heartbeats on, \
                  sync.topic.acls.enabled=false"
             ),
@@ -85,8 +87,8 @@ pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions
     };
     let common = format!(
         "clusters = {alias}, us-west\n{alias}.bootstrap.servers = {}\nus-west.bootstrap.servers = {}\n{alias}->us-west.enabled = true\n\
-         {alias}->us-west.topics = {source_topic}\nreplication.factor = 1\n",
-        stand.east, stand.west
+         {alias}->us-west.topics = {source_topic}\nreplication.factor = 1\nus-west.producer.compression.type = {}\n",
+        stand.east, stand.west, stand.codec
     );
     let mut metrics_port = None;
     let (child, target_topic) = match contender {
@@ -94,7 +96,7 @@ pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions
             let target = format!("ceiling-{run}");
             stand.create_topic(false, &target, partitions)?;
             let child = Command::new(bin("strait-ceiling")?)
-                .args([&stand.east, &stand.west, source_topic, &target, &partitions.to_string()])
+                .args([&stand.east, &stand.west, source_topic, &target, &partitions.to_string(), &stand.codec])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()

@@ -16,6 +16,8 @@ pub struct Stand {
     pub east: String,
     /// us-west's bootstrap servers.
     pub west: String,
+    /// The compression codec every contender's target producer uses (`--codec`).
+    pub codec: String,
 }
 
 impl Stand {
@@ -23,7 +25,7 @@ impl Stand {
     pub fn start(root: &Path) -> anyhow::Result<Self> {
         let east = kafka_sh(root, &["start", "us-east", "3", "19092"])?;
         let west = kafka_sh(root, &["start", "us-west", "1", "29092"])?;
-        Ok(Self { root: root.to_path_buf(), east, west })
+        Ok(Self { root: root.to_path_buf(), east, west, codec: "lz4".into() })
     }
 
     /// Creates `topic` on us-east (`east`) or us-west with `partitions` and replication factor 1.

@@ -59,6 +59,10 @@ struct Args {
     /// saturated; `benches/latency.sh`).
     #[arg(long, requires = "rate", conflicts_with = "drain_only")]
     steady_only: bool,
+    /// The compression codec of every contender's target producer: the same work for all
+    /// three (strait's default is lz4; MM2's, Connect's, is none).
+    #[arg(long, default_value = "lz4")]
+    codec: String,
 }
 
 /// The command that reproduces this run: the script and the arguments given, less where the
@@ -88,7 +92,8 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.results).context("results directory")?;
     eprintln!("strait-bench ({mode}): contender logs in {}", logs.display());
 
-    let stand = kafka::Stand::start(&root)?;
+    let mut stand = kafka::Stand::start(&root)?;
+    stand.codec = args.codec.clone();
     // (record size, backlog records) and the steady run's length.
     let (sizes, default_seconds): (&[(usize, u64)], u64) =
         if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 10_000_000), (1024, 3_000_000), (10240, 300_000)], 20) };
@@ -158,7 +163,7 @@ fn main() -> anyhow::Result<()> {
         steady_seconds,
         rate_fixed: args.rate.is_some(),
         partitions: args.partitions,
-        settings: contenders.iter().map(|c| (*c, c.settings(args.partitions))).collect(),
+        settings: contenders.iter().map(|c| (*c, c.settings(args.partitions, &args.codec))).collect(),
         sizes: results,
     };
     let kind = if args.steady_only { "latency" } else { "vs-mm2" };

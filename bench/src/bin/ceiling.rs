@@ -3,7 +3,7 @@
 //! headers and timestamp. No policy, no stages, no positions: the fastest a replicator on this
 //! machine could be with librdkafka. Runs until killed.
 //!
-//! Usage: strait-ceiling SOURCE_BOOTSTRAP TARGET_BOOTSTRAP FROM_TOPIC TO_TOPIC PARTITIONS
+//! Usage: strait-ceiling SOURCE_BOOTSTRAP TARGET_BOOTSTRAP FROM_TOPIC TO_TOPIC PARTITIONS CODEC
 
 use std::time::Duration;
 
@@ -18,8 +18,8 @@ use rdkafka::{Offset, TopicPartitionList};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [source, target, from, to, partitions] = args.as_slice() else {
-        bail!("usage: strait-ceiling SOURCE_BOOTSTRAP TARGET_BOOTSTRAP FROM_TOPIC TO_TOPIC PARTITIONS");
+    let [source, target, from, to, partitions, codec] = args.as_slice() else {
+        bail!("usage: strait-ceiling SOURCE_BOOTSTRAP TARGET_BOOTSTRAP FROM_TOPIC TO_TOPIC PARTITIONS CODEC");
     };
     let partitions: i32 = partitions.parse().context("PARTITIONS must be a number")?;
     let consumer: BaseConsumer = ClientConfig::new()
@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("batch.size", "1000000")
+        .set("compression.type", codec)
         .set("queue.buffering.max.kbytes", "1048576")
         .set("queue.buffering.max.messages", "1000000")
         .create()
