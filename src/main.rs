@@ -2,9 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tracing_subscriber::fmt::writer::MakeWriterExt;
 use strait_core::config::Config;
 use strait_core::flows::{RunOptions, Signals};
 
@@ -108,6 +110,10 @@ struct GroupMove {
     to: String,
 }
 
+/// Set once the process reports why it stops: from then on only this binary's own events are
+/// written, so that report stays the last line whatever the engine's threads still log.
+static REPORTING_EXIT: AtomicBool = AtomicBool::new(false);
+
 fn main() {
     let cli = Cli::parse();
     let format = match (cli.log_format, std::env::var("STRAIT_LOG_FORMAT").ok().as_deref()) {
@@ -120,13 +126,15 @@ fn main() {
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let stderr = std::io::stderr.with_filter(|meta: &tracing::Metadata<'_>| !REPORTING_EXIT.load(Ordering::Relaxed) || meta.target() == "strait");
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(stderr);
     match format {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
         LogFormat::Text => logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
     }
     if let Err(e) = dispatch(cli) {
         // The last line says why, in the format the log pipeline reads.
+        REPORTING_EXIT.store(true, Ordering::Relaxed);
         match format {
             LogFormat::Json => tracing::error!(error = %format!("{e:#}"), "strait stopped"),
             LogFormat::Text => eprintln!("error: {e:#}"),

@@ -77,6 +77,29 @@ fn config_errors_name_the_line_and_secrets_never_show() {
 }
 
 #[test]
+fn strait_log_format_chooses_json_without_the_flag_and_a_bad_value_is_named() {
+    let path = write_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n");
+    let validate = |format: &str| Command::new(env!("CARGO_BIN_EXE_strait")).args(["validate", "--config", path.to_str().unwrap()]).env("STRAIT_LOG_FORMAT", format).output().expect("run strait");
+
+    let out = validate("json");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("the error line is not JSON ({e}): {stderr}"));
+    assert!(!out.status.success());
+    assert_eq!(v["level"], "ERROR", "{last}");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("line 4")), "the error's cause is a field: {last}");
+
+    let out = validate("text");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.lines().last().is_some_and(|l| l.starts_with("error: ") && l.contains("line 4")), "{stderr}");
+
+    let out = validate("xml");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("STRAIT_LOG_FORMAT") && stderr.contains("`xml`") && stderr.contains("json"), "{stderr}");
+}
+
+#[test]
 fn a_remote_topic_with_fewer_partitions_is_grown_like_mm2_does() {
     let s = stand();
     let topic = unique("grow");

@@ -224,6 +224,66 @@ fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one
         .collect();
     assert_eq!(own.get("max.message.bytes"), Some(&Some("2000000".to_string())), "{own:?}");
     assert!(!own.contains_key("retention.ms"), "filters.topic-config dropped retention.ms: {own:?}");
+
+    // `strait validate` shows the same decisions, each with the filter that made it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait")).args(["validate", "--config"]).arg(strait.config_path()).output().expect("run strait");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}{}", String::from_utf8_lossy(&out.stderr));
+    let line = |starts: &str| shown.lines().find(|l| l.trim_start().starts_with(starts)).unwrap_or_default().to_string();
+    let topics_kept = line("topics kept");
+    assert!(topics_kept.contains(&shared) && topics_kept.contains(&late) && !topics_kept.contains(&private), "{shown}");
+    assert!(shown.contains(&format!("left out: {private} (filters.topic)")), "{shown}");
+    let groups_kept = line("groups kept");
+    assert!(groups_kept.contains(&shared_cg) && !groups_kept.contains(&private_cg), "{shown}");
+    assert!(shown.contains(&format!("left out: {private_cg} (filters.group)")), "{shown}");
+    let keys_kept = line("topic config keys kept");
+    let keys_kept: Vec<&str> = keys_kept.split_once(": ").map(|(_, list)| list.split(", ").collect()).unwrap_or_default();
+    assert!(keys_kept.contains(&"max.message.bytes") && !keys_kept.contains(&"retention.ms"), "{shown}");
+    assert!(shown.contains("left out: retention.ms (filters.topic-config)"), "{shown}");
+    assert!(shown.contains("left out by config.properties.exclude"), "MM2's default exclusions (min.insync.replicas, ...) are counted:\n{shown}");
+}
+
+#[test]
+fn filter_answers_are_cached_per_name_until_the_component_is_reloaded() {
+    use strait_core::policy::{PolicyEngine, WasmFilters};
+    // A copy of the component of its own, so touching it reloads nothing else.
+    let dir = std::env::temp_dir().join("strait-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("{}.wasm", unique("naming-convention")));
+    let bytes = std::fs::read(plugin("naming-convention")).expect("component");
+    std::fs::write(&path, &bytes).expect("copy");
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\nreplication.policy.wasm = {}\n",
+        path.display()
+    );
+    let flow = strait_core::config::Config::parse(&config).expect("config").flows.remove(0);
+    let component = PolicyEngine::shared().expect("engine").load_file(&path).expect("component");
+    let filters = WasmFilters::new(component, &flow).expect("filters");
+
+    assert_eq!((filters.topic("shared.a").unwrap(), filters.topic("private.a").unwrap()), (true, false));
+    assert_eq!((filters.group("shared.cg").unwrap(), filters.topic_config("retention.ms").unwrap()), (true, false));
+    assert_eq!(filters.asked(), 4);
+    for _ in 0..3 {
+        assert_eq!((filters.topic("shared.a").unwrap(), filters.topic("private.a").unwrap()), (true, false));
+        assert_eq!((filters.group("shared.cg").unwrap(), filters.topic_config("retention.ms").unwrap()), (true, false));
+    }
+    assert_eq!(filters.asked(), 4, "answers for names already asked come from the cache");
+    assert!(filters.topic("shared.b").unwrap());
+    assert_eq!(filters.asked(), 5, "a new name reaches the component");
+
+    // A rewritten file is a new component: its answers are asked again.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&path, &bytes).expect("rewrite");
+    let asked = filters.asked();
+    let reloaded = wait_until(Duration::from_secs(10), || {
+        assert!(filters.topic("shared.a").unwrap());
+        filters.asked() > asked
+    });
+    assert!(reloaded, "the cached answer for shared.a outlived the reload");
+    assert!(!filters.topic("private.a").unwrap());
+    assert_eq!(filters.asked(), asked + 2, "after the reload, each name is asked once again and then cached");
+    assert!(!filters.topic("private.a").unwrap());
+    assert_eq!(filters.asked(), asked + 2);
 }
 
 /// Commits `offset` on partition 0 of `topic` for `group` (which has no members).

@@ -44,7 +44,9 @@ pub struct FlowPolicy {
     pub records: Option<std::sync::Arc<PolicyComponent>>,
     /// The user's component, when it resolves active-active conflicts.
     pub conflicts: Option<std::sync::Arc<PolicyComponent>>,
-    /// The user's component, when it implements a topic, group or config filter.
+    /// The user's component, whenever there is one: filters are asked of each reloaded
+    /// instance by the hooks it declares, so a new version that adds a filter is obeyed
+    /// without a restart.
     pub filters: Option<std::sync::Arc<PolicyComponent>>,
 }
 
@@ -61,7 +63,7 @@ impl FlowPolicy {
             naming: if hooks.naming { user.clone() } else { builtin },
             records: hooks.records.then(|| user.clone()),
             conflicts: hooks.conflicts.then(|| user.clone()),
-            filters: hooks.filters().then_some(user),
+            filters: Some(user),
         })
     }
 

@@ -33,6 +33,8 @@ struct Loaded {
     instance: Option<PolicyInstance>,
     cache: Cache,
     reload: Option<(ReloadWatch, Instant)>,
+    /// Questions that reached the component (not answered from the cache).
+    asked: u64,
 }
 
 /// The topic, group and config filters of a flow, shared by the threads that ask them.
@@ -52,6 +54,7 @@ impl WasmFilters {
             instance: Some(instance),
             cache: Cache::default(),
             reload,
+            asked: 0,
         };
         Ok(Self { loaded: Mutex::new(loaded) })
     }
@@ -64,6 +67,7 @@ impl WasmFilters {
                 instance: None,
                 cache: Cache::default(),
                 reload: None,
+                asked: 0,
             }),
         }
     }
@@ -98,6 +102,12 @@ impl WasmFilters {
         )
     }
 
+    /// How many questions reached the component since the filters were made; the rest were
+    /// answered from the cache.
+    pub fn asked(&self) -> u64 {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner()).asked
+    }
+
     fn ask(
         &self,
         name: &str,
@@ -118,6 +128,7 @@ impl WasmFilters {
         if let Some(answer) = cache(&mut loaded.cache).get(name) {
             return Ok(*answer);
         }
+        loaded.asked += 1;
         let answer = match call(instance) {
             Ok(answer) => answer,
             Err(e) => {
