@@ -38,14 +38,17 @@ pub fn extend(batch: &mut Batch, i: usize, read_from: &str, scratch: &mut Vec<u8
             continue;
         }
         found = true;
+        // The packed layout, written in place: no value buffer per record.
         let path = value.unwrap_or_default();
-        let mut extended = Vec::with_capacity(path.len() + 1 + read_from.len());
-        extended.extend_from_slice(path);
-        if !path.is_empty() {
-            extended.push(b',');
+        let comma = usize::from(!path.is_empty());
+        scratch.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        scratch.extend_from_slice(key);
+        scratch.extend_from_slice(&((path.len() + comma + read_from.len()) as u32).to_le_bytes());
+        scratch.extend_from_slice(path);
+        if comma == 1 {
+            scratch.push(b',');
         }
-        extended.extend_from_slice(read_from.as_bytes());
-        pack_header(scratch, key, Some(&extended));
+        scratch.extend_from_slice(read_from.as_bytes());
     }
     if !found {
         pack_header(scratch, HEADER.as_bytes(), Some(read_from.as_bytes()));

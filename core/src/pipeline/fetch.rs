@@ -289,12 +289,11 @@ impl FetchStage {
         // Small batches (a low rate) stay small; a full one grows its buffer a few times, and
         // glibc grows large blocks by remapping, without copying.
         let mut batch = Batch::with_capacity(self.max_records.min(4096), max_bytes.min(64 << 10));
-        let mut bytes = 0usize;
         let now_ms = now_millis();
         // Per slot of this batch (few slots per batch, so a list): the oldest record age, and
         // the first record's offset and timestamp and the last offset, for the lag.
         let mut seen: Vec<BatchSlot> = Vec::new();
-        while batch.records.len() < self.max_records && bytes < max_bytes {
+        while batch.records.len() < self.max_records && batch.data_len() < max_bytes {
             // Wait for the first record of a batch; take only what is already there after that.
             let timeout = if batch.records.is_empty() { wait } else { Duration::ZERO };
             match self.consumer.poll(timeout) {
@@ -307,9 +306,7 @@ impl FetchStage {
                     let Some(slot) = by_topic.get(m.topic()).and_then(|p| p.get(m.partition() as usize)).copied().flatten() else {
                         continue;
                     };
-                    let before = batch.data_len();
                     push_record(&mut batch, slot, &m);
-                    bytes += batch.data_len() - before;
                     let Some(record) = batch.records.last() else { continue };
                     let age = now_ms - record.timestamp;
                     match seen.iter_mut().find(|s| s.slot == slot) {

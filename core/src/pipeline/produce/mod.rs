@@ -153,8 +153,9 @@ const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 /// A batch being handed to the producer, and how far it got.
 struct Sending {
     batch: Batch,
-    /// Per record, its ticket; `None` for a record of a partition no longer replicated.
-    tickets: Vec<Option<Ticket>>,
+    /// Per record, its ticket and the index of its destination; `None` for a record of a
+    /// partition no longer replicated.
+    tickets: Vec<Option<(Ticket, usize)>>,
     next: usize,
     /// Per slot of the batch: the remote topic, the partition and the lane.
     destinations: Vec<(SlotId, Arc<str>, i32, usize)>,
@@ -581,8 +582,8 @@ impl ProduceStage {
             let mut state = self.deliveries.state();
             for r in &batch.records {
                 state.ledger.sent(r.slot, SourceOffset(r.offset));
-                let ticket = destinations.iter().any(|(id, ..)| *id == r.slot).then(|| {
-                    state.in_flight.issue(Sent { slot: r.slot, offset: r.offset, timestamp: r.timestamp, bytes: batch.size(r), routed: r.route.is_some() })
+                let ticket = destinations.iter().position(|(id, ..)| *id == r.slot).map(|d| {
+                    (state.in_flight.issue(Sent { slot: r.slot, offset: r.offset, timestamp: r.timestamp, bytes: batch.size(r), routed: r.route.is_some() }), d)
                 });
                 tickets.push(ticket);
             }
@@ -594,9 +595,11 @@ impl ProduceStage {
     /// back-pressure) or a just-created topic is not in its metadata yet, to resume later.
     fn send_from(&self, s: &mut Sending, wait: Duration, metadata_asked: &mut Option<Instant>) -> Result<bool, (Refused, Option<RDKafkaErrorCode>)> {
         while let Some(record) = s.batch.records.get(s.next) {
-            let (Some((_, remote_topic, partition, lane)), Some(Some(ticket))) =
-                (s.destinations.iter().find(|(id, ..)| *id == record.slot), s.tickets.get(s.next).copied())
-            else {
+            let Some(&Some((ticket, d))) = s.tickets.get(s.next) else {
+                s.next += 1;
+                continue;
+            };
+            let Some((_, remote_topic, partition, lane)) = s.destinations.get(d) else {
                 s.next += 1;
                 continue;
             };
