@@ -1,7 +1,8 @@
 //! Threads and channels: starts every stage of a flow and every flow of a config.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::thread;
 use std::time::Instant;
 
 use rdkafka::consumer::DefaultConsumerContext;
@@ -344,14 +345,16 @@ fn target_producers(
         // The writer's id is named after the lowest task it owns. Every owned task's id is
         // initialised first: that aborts a position transaction a dead owner of the task left
         // open, which would hold back every reader of the position topic until it timed out.
-        let mut writer = None;
-        for &task in &tasks.owned {
+        let writer = per_task(flow, &tasks.owned, |task| {
             let id = format!("{}.positions", transactional_id(group, tasks.count, task));
             let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(POSITION_WRITER_TIMEOUTS.iter().copied()).collect();
             let producer: TargetProducer = create_client(target, &flow.producer, "producer", &[("linger.ms", "5")], &forced, DeliveryContext::new(deliveries.clone()))?;
             init(&producer, &id)?;
-            writer.get_or_insert(producer);
-        }
+            Ok(producer)
+        })?
+        .into_iter()
+        .next()
+        .map(|(_, producer)| producer);
         let Some(writer) = writer else { return Ok((lanes, None)) };
         let topic = positions_topic(flow.source.as_str());
         let writer = PositionWriter::start(&flow.name(), writer, topic, session.clone(), tasks.owned.clone())
@@ -368,15 +371,37 @@ fn target_producers(
     // commit interval; librdkafka refuses record and socket timeouts beyond it.
     let timeout = flow.transaction_interval.saturating_mul(3).max(std::time::Duration::from_secs(60)).as_millis().to_string();
     let timeouts = [("transaction.timeout.ms", timeout.as_str()), ("message.timeout.ms", timeout.as_str()), ("socket.timeout.ms", "60000")];
-    let mut producers = Vec::with_capacity(share);
-    for &task in &tasks.owned {
+    let producers = per_task(flow, &tasks.owned, |task| {
         let id = transactional_id(group, tasks.count, task);
         let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(timeouts).collect();
         let producer: TargetProducer = create_client(target, &flow.producer, "producer", &defaults, &forced, DeliveryContext::new(deliveries.clone()))?;
         init(&producer, &id)?;
-        producers.push((task, producer));
-    }
+        Ok(producer)
+    })?;
     Ok((Lanes::transactional(producers, tasks.count), None))
+}
+
+/// Makes one `T` per owned task side by side, a thread each, and returns them in task order, or
+/// the first task's error. Each producer's `init_transactions` is a round trip to the
+/// transaction coordinator, which first aborts what the task's previous owner left open: one
+/// after another, the twelve of a default flow held its start back five seconds on loopback.
+fn per_task<T: Send>(flow: &FlowConfig, owned: &BTreeSet<u32>, make: impl Fn(u32) -> Result<T, FlowError> + Sync) -> Result<Vec<(u32, T)>, FlowError> {
+    let made: Vec<(u32, Result<T, FlowError>)> = thread::scope(|scope| {
+        let make = &make;
+        let running: Vec<_> = owned.iter().map(|&task| (task, thread::Builder::new().name(format!("init task {task}")).spawn_scoped(scope, move || make(task)))).collect();
+        running
+            .into_iter()
+            .map(|(task, spawned)| {
+                let made = match spawned {
+                    Ok(handle) => handle.join().unwrap_or_else(|_| Err(FlowError::Thread { flow: flow.name(), stage: "produce", what: format!("initialising task {task}'s producer panicked") })),
+                    // No thread to spare: this one is made on the calling thread.
+                    Err(_) => make(task),
+                };
+                (task, made)
+            })
+            .collect()
+    });
+    made.into_iter().map(|(task, made)| made.map(|t| (task, t))).collect()
 }
 
 /// `<source>.consumer.auto.offset.reset`: `latest` starts a partition with no stored position at
