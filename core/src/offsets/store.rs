@@ -302,9 +302,7 @@ impl TopicTail {
             if self.abandon.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
                 return Err(fail("reading", "given up: the flow is stopping".into()));
             }
-            // A short wait: a topic written in transactions ends in a commit marker, which is never
-            // handed out, so the read learns it is done only when a poll comes back empty.
-            match self.consumer.poll(Duration::from_millis(20)) {
+            match self.consumer.poll(Duration::from_millis(200)) {
                 Some(Ok(m)) => {
                     if let Some(k) = m.key() {
                         on_record(k, m.payload());
