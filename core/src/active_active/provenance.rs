@@ -2,7 +2,7 @@
 //! is read from, oldest first, comma-separated (aliases are listed in `clusters`, so they hold
 //! no comma). A record without it was written where it is read: that cluster is its origin.
 
-use crate::pipeline::{pack_header, Batch, Headers};
+use crate::pipeline::{pack_header, pack_header_parts, Batch, Headers};
 
 /// The header's key.
 pub const HEADER: &str = "strait.provenance";
@@ -38,17 +38,9 @@ pub fn extend(batch: &mut Batch, i: usize, read_from: &str, scratch: &mut Vec<u8
             continue;
         }
         found = true;
-        // The packed layout, written in place: no value buffer per record.
         let path = value.unwrap_or_default();
-        let comma = usize::from(!path.is_empty());
-        scratch.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        scratch.extend_from_slice(key);
-        scratch.extend_from_slice(&((path.len() + comma + read_from.len()) as u32).to_le_bytes());
-        scratch.extend_from_slice(path);
-        if comma == 1 {
-            scratch.push(b',');
-        }
-        scratch.extend_from_slice(read_from.as_bytes());
+        let comma: &[u8] = if path.is_empty() { b"" } else { b"," };
+        pack_header_parts(scratch, key, Some(&[path, comma, read_from.as_bytes()]));
     }
     if !found {
         pack_header(scratch, HEADER.as_bytes(), Some(read_from.as_bytes()));

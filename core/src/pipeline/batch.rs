@@ -49,12 +49,19 @@ pub(crate) const NULL: u32 = u32::MAX;
 /// Appends one header to `out` in the packed layout of the WIT's `types.batch`: the key's
 /// length (u32, little-endian) and bytes, then the value's length and bytes, or [`NULL`].
 pub fn pack_header(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    pack_header_parts(out, key, value.as_ref().map(std::slice::from_ref));
+}
+
+/// [`pack_header`] for a value given in parts, written one after another: a header that grows
+/// (such as the provenance path) is packed without first joining its value in a buffer.
+pub fn pack_header_parts(out: &mut Vec<u8>, key: &[u8], value: Option<&[&[u8]]>) {
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(key);
     match value {
-        Some(v) => {
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            out.extend_from_slice(v);
+        Some(parts) => {
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            out.extend_from_slice(&(len as u32).to_le_bytes());
+            parts.iter().for_each(|p| out.extend_from_slice(p));
         }
         None => out.extend_from_slice(&NULL.to_le_bytes()),
     }

@@ -13,7 +13,7 @@ mod stage;
 mod transform;
 mod wiring;
 
-pub use batch::{check_headers, pack_header, Batch, Headers, Record, Span};
+pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, Span};
 pub(crate) use batch::NULL;
 pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
