@@ -286,6 +286,9 @@ impl TopicTail {
             return Ok(());
         }
         if !self.assigned {
+            // Without a known leader librdkafka backs a logical-offset query off by a fixed 500 ms;
+            // asking for the topic's metadata first lets the first fetch start at once.
+            let _ = self.consumer.fetch_metadata(Some(topic), Duration::from_secs(5));
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| fail("assigning", e.to_string()))?;
             self.consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
