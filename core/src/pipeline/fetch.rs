@@ -14,6 +14,7 @@ use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::batch::Batch;
+use super::doorbell::Doorbell;
 use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
 use super::stage::Handoff;
@@ -134,9 +135,12 @@ pub struct FetchTask {
 }
 
 impl FetchStage {
-    /// The stage as a pool task, handing its batches to `output` (the filter stage).
-    pub fn task(self, output: Sender<Batch>) -> FetchTask {
-        let out = Handoff::new(&self.flow, "filter", output);
+    /// The stage as a pool task, handing its batches to `output` (the filter stage, woken by
+    /// `next_bell`); librdkafka rings `own_bell` when fetched records arrive.
+    pub fn task(mut self, output: Sender<Batch>, own_bell: Doorbell, next_bell: Doorbell) -> FetchTask {
+        // Called on a librdkafka thread for every queued fetch: only a ring, no client call.
+        self.consumer.set_nonempty_callback(move || own_bell.ring());
+        let out = Handoff::new(&self.flow, "filter", output, next_bell);
         FetchTask {
             stage: self,
             by_topic: HashMap::new(),

@@ -3,6 +3,7 @@
 //! to threads.
 
 mod batch;
+mod doorbell;
 mod fetch;
 mod filter;
 mod lag;
@@ -21,7 +22,8 @@ pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
 pub use produce::{transactional_id, Deliveries, DeliveryContext, InFlight, Sent, Ticket, POSITION_TICKET, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, ProduceTask, TargetProducer};
 pub use slots::{Slot, Slots};
 pub use transform::{RecordTransform, Unchanged};
-pub use stage::MiddleStage;
+pub use doorbell::Doorbell;
+pub use stage::{MiddleStage, Neighbours};
 pub use wiring::{build_flow, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};

@@ -6,11 +6,14 @@
 //!
 //! A thread with a single stage lets it block on its input, as a dedicated thread would. A
 //! thread with several never blocks in one: each stage takes a step (a batch at most) without
-//! waiting, holds a batch its next stage has no room for until there is, and the thread sleeps
-//! when no stage had work: a millisecond at first, twice as long each idle round after that, up
-//! to 16 ms, and back to a millisecond once any stage works. One slow or stuck target therefore
-//! holds up only its own flow, and idle flows cost little: sleeping a millisecond every round,
-//! 20 idle flows on the default four threads took two thirds of a core (`benches/flows.sh`).
+//! waiting, holds a batch its next stage has no room for until there is, and when no stage had
+//! work the thread parks until a stage's [`Doorbell`] rings. A stage that waits on what rings
+//! no bell (acknowledgements it polls for) keeps its thread looking: a millisecond at first,
+//! twice as long each idle round after that, up to 16 ms. Without a ring, a parked thread still
+//! looks every 100 ms, for what rings no bell (timers, new partitions). One slow or stuck
+//! target therefore holds up only its own flow, and idle flows cost little: the four stage
+//! threads of 20 idle flows took two thirds of a core looking every millisecond, 4.4% every
+//! 16 ms, and 0.8% parked (`benches/flows.sh`, threads' CPU from `/proc`).
 //!
 //! Periodic work (topic discovery, heartbeats, checkpoints and group offset sync) runs on two
 //! more threads shared by all flows: one for checkpoints, whose rounds can take seconds, and one
@@ -30,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use super::doorbell::Doorbell;
 use super::FlowError;
 use crate::health::{self, Beat};
 
@@ -49,6 +53,12 @@ pub trait StageTask: Send {
     /// Does at most one batch of work. It may block up to `wait` for input or room; the pool
     /// passes zero when the thread runs other stages too.
     fn step(&mut self, wait: Duration) -> Result<Step, FlowError>;
+
+    /// Whether it waits on something that rings no doorbell (acknowledgements it must poll
+    /// for, a component being compiled), so its thread must look again soon rather than park.
+    fn polling(&self) -> bool {
+        false
+    }
 }
 
 /// Periodic work of one flow.
@@ -63,11 +73,13 @@ pub trait Periodic: Send {
 const SOLE_WAIT: Duration = Duration::from_millis(100);
 /// How long a thread whose stages all had nothing to do sleeps at first...
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
-/// ...and at most, however long they stay idle: what the first record after a quiet spell may
-/// wait at each stage of a thread shared by several flows.
+/// ...and at most, while a stage is polling.
 const IDLE_SLEEP_MAX: Duration = Duration::from_millis(16);
+/// How long a thread parks when no stage is polling, unless a doorbell rings: what a change
+/// that rings no bell (new partitions from discovery, a timer of a stage) may wait.
+const IDLE_PARK_MAX: Duration = Duration::from_millis(100);
 
-/// How long a thread shared by several stages sleeps after a round in which none worked.
+/// How long a thread shared by several stages parks after a round in which none worked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct IdleBackoff {
     next: Duration,
@@ -80,11 +92,15 @@ impl Default for IdleBackoff {
 }
 
 impl IdleBackoff {
-    /// After a round: `None` when a stage worked (go on at once), else how long to sleep.
-    fn after_round(&mut self, worked: bool) -> Option<Duration> {
+    /// After a round: `None` when a stage worked (go on at once), else how long to park.
+    /// `polling` says whether a stage waits on what rings no doorbell.
+    fn after_round(&mut self, worked: bool, polling: bool) -> Option<Duration> {
         if worked {
             *self = Self::default();
             return None;
+        }
+        if !polling {
+            return Some(IDLE_PARK_MAX);
         }
         let sleep = self.next;
         self.next = (self.next * 2).min(IDLE_SLEEP_MAX);
@@ -117,6 +133,8 @@ pub struct FlowControl {
     error: Mutex<Option<FlowError>>,
     live: AtomicUsize,
     ended: Sender<FlowEnded>,
+    /// The doorbells of its stages, rung when it is asked to stop.
+    bells: Mutex<Vec<Doorbell>>,
 }
 
 impl FlowControl {
@@ -130,6 +148,7 @@ impl FlowControl {
             error: Mutex::new(None),
             live: AtomicUsize::new(0),
             ended,
+            bells: Mutex::new(Vec::new()),
         })
     }
 
@@ -150,6 +169,7 @@ impl FlowControl {
             *d = Some(d.map_or(deadline, |old| old.min(deadline)));
         }
         self.stop.store(true, Ordering::Relaxed);
+        self.bells.lock().unwrap_or_else(|p| p.into_inner()).iter().for_each(Doorbell::ring);
     }
 
     /// Whether the flow was asked to stop.
@@ -189,7 +209,7 @@ struct Owned<T: ?Sized> {
 
 /// The shared threads: stage threads and the two periodic threads.
 pub struct Pool {
-    stages: Vec<Sender<Owned<dyn StageTask>>>,
+    stages: Vec<(Sender<Owned<dyn StageTask>>, thread::Thread)>,
     periodic: Sender<Owned<dyn Periodic>>,
     checkpoints: Sender<Owned<dyn Periodic>>,
     next: AtomicUsize,
@@ -203,8 +223,8 @@ impl Pool {
         for i in 0..threads.max(1) {
             let (tx, rx) = crossbeam_channel::unbounded();
             let beat = health::beat(&format!("stages {i}"), health::STAGE_BOUND);
-            thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx, &beat)).map_err(spawn_err("stages"))?;
-            stages.push(tx);
+            let handle = thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx, &beat)).map_err(spawn_err("stages"))?;
+            stages.push((tx, handle.thread().clone()));
         }
         let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, FlowError> {
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -217,13 +237,18 @@ impl Pool {
         Ok(Self { stages, periodic, checkpoints, next: AtomicUsize::new(0) })
     }
 
-    /// Runs a flow's stages (in pipeline order), periodic work and checkpoint work.
-    pub fn add(&self, flow: &Arc<FlowControl>, stages: Vec<Box<dyn StageTask>>, periodic: Vec<Box<dyn Periodic>>, checkpoints: Vec<Box<dyn Periodic>>) {
+    /// Runs a flow's stages (in pipeline order, each with its doorbell), periodic work and
+    /// checkpoint work.
+    pub fn add(&self, flow: &Arc<FlowControl>, stages: Vec<(Box<dyn StageTask>, Doorbell)>, periodic: Vec<Box<dyn Periodic>>, checkpoints: Vec<Box<dyn Periodic>>) {
         flow.started(stages.len() + periodic.len() + checkpoints.len());
         let base = self.next.fetch_add(stages.len(), Ordering::Relaxed);
-        for (i, task) in stages.into_iter().enumerate() {
-            let thread = &self.stages[(base + i) % self.stages.len()];
+        for (i, (task, bell)) in stages.into_iter().enumerate() {
+            let (thread, handle) = &self.stages[(base + i) % self.stages.len()];
+            bell.hang(handle.clone());
+            flow.bells.lock().unwrap_or_else(|p| p.into_inner()).push(bell.clone());
             hand_over(thread, Owned { flow: flow.clone(), task });
+            // A parked thread takes its new stage now.
+            bell.ring();
         }
         for task in periodic {
             hand_over(&self.periodic, Owned { flow: flow.clone(), task });
@@ -280,7 +305,7 @@ fn run_stages(injector: &Receiver<Owned<dyn StageTask>>, beat: &Beat) {
             }
         }
         let wait = if tasks.len() == 1 { SOLE_WAIT } else { Duration::ZERO };
-        let mut worked = false;
+        let (mut worked, mut polling) = (false, false);
         let mut i = 0;
         while i < tasks.len() {
             let owned = &mut tasks[i];
@@ -310,12 +335,14 @@ fn run_stages(injector: &Receiver<Owned<dyn StageTask>>, beat: &Beat) {
                 let Owned { flow, task } = tasks.swap_remove(i);
                 reap(flow, move || drop(task));
             } else {
+                polling |= tasks[i].task.polling();
                 i += 1;
             }
         }
         if tasks.len() > 1 {
-            if let Some(sleep) = idle.after_round(worked) {
-                thread::sleep(sleep);
+            if let Some(pause) = idle.after_round(worked, polling) {
+                // A doorbell ends the pause early; so does a ring that came during the round.
+                thread::park_timeout(pause);
             }
         }
     }
@@ -364,14 +391,60 @@ mod tests {
     #[test]
     fn idle_threads_sleep_longer_each_round_up_to_a_bound_and_wake_fully_after_work() {
         let mut idle = IdleBackoff::default();
-        let sleeps: Vec<u64> = (0..7).filter_map(|_| idle.after_round(false)).map(|d| d.as_millis() as u64).collect();
+        let sleeps: Vec<u64> = (0..7).filter_map(|_| idle.after_round(false, true)).map(|d| d.as_millis() as u64).collect();
         assert_eq!(sleeps, [1, 2, 4, 8, 16, 16, 16]);
-        assert_eq!(idle.after_round(true), None, "a stage worked: the next round comes at once");
-        assert_eq!(idle.after_round(false), Some(IDLE_SLEEP), "and the first idle round after work sleeps the least");
+        assert_eq!(idle.after_round(true, true), None, "a stage worked: the next round comes at once");
+        assert_eq!(idle.after_round(false, true), Some(IDLE_SLEEP), "and the first idle round after work sleeps the least");
+        assert_eq!(idle.after_round(false, false), Some(IDLE_PARK_MAX), "no stage polls: the thread parks until a doorbell rings");
     }
 
-    /// Counts its steps; never finishes on its own.
-    struct Counting(Arc<AtomicU64>, Arc<AtomicBool>);
+    fn wait_for_more(steps: &AtomicU64, than: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = steps.load(Ordering::Relaxed);
+            assert!(Instant::now() < deadline, "no step within 10 s");
+            if now > than {
+                return now;
+            }
+            thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_thread_of_idle_stages_parks_until_a_doorbell_rings_and_a_ring_steps_them_at_once() {
+        let pool = Pool::start(1).expect("pool");
+        let (ended_tx, _ended_rx) = crossbeam_channel::unbounded();
+        let flow = FlowControl::new("a->b", 1, ended_tx);
+        let steps = Arc::new(AtomicU64::new(0));
+        let bell = Doorbell::default();
+        let stages: Vec<(Box<dyn StageTask>, Doorbell)> = vec![
+            (Box::new(Counting(steps.clone(), flow.stop_flag(), Step::Idle)), bell.clone()),
+            (Box::new(Counting(Arc::new(AtomicU64::new(0)), flow.stop_flag(), Step::Idle)), Doorbell::default()),
+        ];
+        pool.add(&flow, stages, Vec::new(), Vec::new());
+        let first = wait_for_more(&steps, 0);
+        thread::sleep(Duration::from_secs(1));
+        let in_a_second = steps.load(Ordering::Relaxed) - first;
+        // Parked for IDLE_PARK_MAX between rounds: about ten; looking every 16 ms: sixty.
+        assert!(in_a_second <= 20, "an idle thread stepped its stages {in_a_second} times in a second");
+
+        // Each ring comes just after a round, when the thread is about to park: unheard, every
+        // one would wait out IDLE_PARK_MAX, two seconds for twenty.
+        let started = Instant::now();
+        let mut seen = steps.load(Ordering::Relaxed);
+        for _ in 0..20 {
+            seen = wait_for_more(&steps, seen);
+            bell.ring();
+        }
+        wait_for_more(&steps, seen);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(1), "twenty rings took {took:?} to be answered");
+        flow.stop(Instant::now());
+    }
+
+    /// Counts its steps, each of which ends as `.2` says; never finishes on its own, and
+    /// polls nothing.
+    struct Counting(Arc<AtomicU64>, Arc<AtomicBool>, Step);
 
     impl StageTask for Counting {
         fn step(&mut self, _wait: Duration) -> Result<Step, FlowError> {
@@ -379,7 +452,7 @@ mod tests {
                 return Ok(Step::Finished);
             }
             self.0.fetch_add(1, Ordering::Relaxed);
-            Ok(Step::Worked)
+            Ok(self.2)
         }
     }
 
@@ -401,8 +474,8 @@ mod tests {
         let healthy = FlowControl::new("a->b", 1, ended_tx.clone());
         let broken = FlowControl::new("b->a", 1, ended_tx);
         let steps = Arc::new(AtomicU64::new(0));
-        pool.add(&healthy, vec![Box::new(Counting(steps.clone(), healthy.stop_flag()))], Vec::new(), Vec::new());
-        pool.add(&broken, vec![Box::new(Panicking(0))], Vec::new(), Vec::new());
+        pool.add(&healthy, vec![(Box::new(Counting(steps.clone(), healthy.stop_flag(), Step::Worked)), Doorbell::default())], Vec::new(), Vec::new());
+        pool.add(&broken, vec![(Box::new(Panicking(0)), Doorbell::default())], Vec::new(), Vec::new());
 
         let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the broken flow ends");
         assert_eq!(ended.flow, "b->a");

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
 use super::batch::Batch;
+use super::doorbell::Doorbell;
 use super::filter::RecordFilter;
 use super::pool::{StageTask, Step};
 use super::transform::RecordTransform;
@@ -45,20 +46,23 @@ impl Work for Box<dyn RecordTransform> {
 /// How long a sole stage whose work is not ready waits before looking again.
 const NOT_READY_WAIT: Duration = Duration::from_millis(5);
 
-/// A stage's way out: the channel to the next stage, and a batch the next stage had no room
-/// for yet. Holding it, instead of blocking, is what lets a thread run other flows' stages
-/// while this flow is back-pressured.
+/// A stage's way out: the channel to the next stage, the next stage's doorbell, and a batch
+/// the next stage had no room for yet. Holding it, instead of blocking, is what lets a thread
+/// run other flows' stages while this flow is back-pressured.
 pub struct Handoff {
     flow: String,
     next_stage: &'static str,
-    output: Sender<Batch>,
+    /// `None` only while being dropped.
+    output: Option<Sender<Batch>>,
+    next_bell: Doorbell,
     pending: Option<Batch>,
 }
 
 impl Handoff {
-    /// `next_stage` names the stage `output` feeds, for the queue-depth gauge.
-    pub fn new(flow: &str, next_stage: &'static str, output: Sender<Batch>) -> Self {
-        Self { flow: flow.to_string(), next_stage, output, pending: None }
+    /// `next_stage` names the stage `output` feeds, for the queue-depth gauge; `next_bell`
+    /// wakes it.
+    pub fn new(flow: &str, next_stage: &'static str, output: Sender<Batch>, next_bell: Doorbell) -> Self {
+        Self { flow: flow.to_string(), next_stage, output: Some(output), next_bell, pending: None }
     }
 
     /// The batch held back last time, to offer again before taking new work.
@@ -68,9 +72,11 @@ impl Handoff {
 
     /// Hands `batch` on, waiting up to `wait` for room; holds it when there is none.
     pub fn offer(&mut self, batch: Batch, wait: Duration) -> Step {
-        match self.output.send_timeout(batch, wait) {
+        let Some(output) = self.output.as_ref() else { return Step::Finished };
+        match output.send_timeout(batch, wait) {
             Ok(()) => {
-                QueueDepth { flow: &self.flow, stage: self.next_stage, batches: self.output.len() }.emit();
+                self.next_bell.ring();
+                QueueDepth { flow: &self.flow, stage: self.next_stage, batches: output.len() }.emit();
                 Step::Worked
             }
             Err(SendTimeoutError::Timeout(b)) => {
@@ -82,11 +88,21 @@ impl Handoff {
     }
 }
 
+impl Drop for Handoff {
+    /// Closes the channel, then wakes the next stage to find it closed and finish in turn.
+    fn drop(&mut self) {
+        drop(self.output.take());
+        self.next_bell.ring();
+    }
+}
+
 /// A middle stage: moves batches from `input` to the next stage through its work until either
 /// side hangs up. When the work fails, the batch is not handed on (so no position passes it)
 /// and the error stops the flow.
 pub struct MiddleStage {
     input: Receiver<Batch>,
+    /// Rung on taking a batch: the stage before may hold one back for want of room.
+    before: Doorbell,
     work: Box<dyn Work>,
     /// A batch taken from the input while the work was not ready.
     held: Option<Batch>,
@@ -94,10 +110,20 @@ pub struct MiddleStage {
 }
 
 impl MiddleStage {
-    /// `next_stage` names the stage `output` feeds, for the queue-depth gauge.
-    pub fn new(flow: &str, next_stage: &'static str, input: Receiver<Batch>, output: Sender<Batch>, work: Box<dyn Work>) -> Self {
-        Self { input, work, held: None, out: Handoff::new(flow, next_stage, output) }
+    /// `next_stage` names the stage `output` feeds, for the queue-depth gauge; `bells` are the
+    /// doorbells of the stages before and after this one.
+    pub fn new(flow: &str, next_stage: &'static str, input: Receiver<Batch>, output: Sender<Batch>, work: Box<dyn Work>, bells: Neighbours) -> Self {
+        Self { input, before: bells.before, work, held: None, out: Handoff::new(flow, next_stage, output, bells.after) }
     }
+}
+
+/// The doorbells of a stage's neighbours in the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct Neighbours {
+    /// The stage that feeds this one.
+    pub before: Doorbell,
+    /// The stage this one feeds.
+    pub after: Doorbell,
 }
 
 impl StageTask for MiddleStage {
@@ -108,7 +134,10 @@ impl StageTask for MiddleStage {
         let mut batch = match self.held.take() {
             Some(b) => b,
             None => match self.input.recv_timeout(wait) {
-                Ok(b) => b,
+                Ok(b) => {
+                    self.before.ring();
+                    b
+                }
                 Err(RecvTimeoutError::Timeout) => return Ok(Step::Idle),
                 Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
             },
@@ -120,5 +149,10 @@ impl StageTask for MiddleStage {
         }
         self.work.work(&mut batch)?;
         Ok(self.out.offer(batch, wait))
+    }
+
+    fn polling(&self) -> bool {
+        // A batch held for a component being compiled: nothing rings when it is ready.
+        self.held.is_some()
     }
 }

@@ -14,7 +14,8 @@ use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
 use super::produce::{transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer};
 use super::pool::{FlowControl, Periodic, StageTask};
-use super::stage::MiddleStage;
+use super::stage::{MiddleStage, Neighbours};
+use super::doorbell::Doorbell;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
@@ -31,8 +32,11 @@ use crate::topics::{Discovery, TopicSync};
 use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
-/// memory stays bounded however many partitions are assigned.
-const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("queued.max.messages.kbytes", "8192"), ("fetch.wait.max.ms", "100"), ("fetch.queue.backoff.ms", "5"), ("queued.min.messages", "20000")];
+/// memory stays bounded however many partitions are assigned, and librdkafka's (and Kafka's)
+/// 500 ms long poll of an idle source: the broker answers as soon as a record arrives, so a
+/// shorter one adds no speed, only requests (100 ms made every idle flow send 10 a second per
+/// source broker).
+const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("queued.max.messages.kbytes", "8192"), ("fetch.wait.max.ms", "500"), ("fetch.queue.backoff.ms", "5"), ("queued.min.messages", "20000")];
 /// Consumer settings that keep the delivery guarantee; the operator cannot change them.
 /// librdkafka requires a `group.id` even for assigned partitions; strait never joins or
 /// commits it, positions live in the position topic.
@@ -92,8 +96,8 @@ impl Shared {
 
 /// A flow ready to run: its four stages, in pipeline order, and its periodic work.
 pub struct FlowParts {
-    /// Fetch, filter, transform, produce.
-    pub stages: Vec<Box<dyn StageTask>>,
+    /// Fetch, filter, transform, produce, each with its doorbell.
+    pub stages: Vec<(Box<dyn StageTask>, Doorbell)>,
     /// Topic discovery and heartbeats.
     pub periodic: Vec<Box<dyn Periodic>>,
     /// Checkpoints and group offset sync.
@@ -288,14 +292,16 @@ pub fn build_flow(
         max_records: flow.batch_max_records,
         max_bytes: flow.batch_max_bytes,
     };
-    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(filter));
+    let [fetch_bell, filter_bell, transform_bell, produce_bell] = std::array::from_fn(|_| Doorbell::default());
+    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(filter), Neighbours { before: fetch_bell.clone(), after: transform_bell.clone() });
     let transform: Box<dyn RecordTransform> = Box::new(Unchanged);
-    let transform = MiddleStage::new(&name, "produce", filtered_rx, transformed_tx, Box::new(transform));
+    let transform = MiddleStage::new(&name, "produce", filtered_rx, transformed_tx, Box::new(transform), Neighbours { before: filter_bell.clone(), after: produce_bell.clone() });
     let produce = ProduceStage {
         flow: name.clone(),
         lanes,
         deliveries,
         input: transformed_rx,
+        before: transform_bell.clone(),
         slots,
         positions_topic: positions_topic(source.alias.as_str()),
         flush_interval: if flow.exactly_once { flow.transaction_interval } else { flow.offset_flush_interval },
@@ -303,7 +309,10 @@ pub fn build_flow(
         offset_syncs,
         position_writer,
     };
-    Ok(FlowParts { stages: vec![Box::new(fetch.task(fetched_tx)), Box::new(filter), Box::new(transform), Box::new(produce.task())], periodic, checkpoints })
+    let fetch = fetch.task(fetched_tx, fetch_bell.clone(), filter_bell.clone());
+    let stages: Vec<(Box<dyn StageTask>, Doorbell)> =
+        vec![(Box::new(fetch), fetch_bell), (Box::new(filter), filter_bell), (Box::new(transform), transform_bell), (Box::new(produce.task()), produce_bell)];
+    Ok(FlowParts { stages, periodic, checkpoints })
 }
 
 /// The position writer's transaction timeout, which bounds how long one that a killed process

@@ -18,6 +18,7 @@ use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
+use super::doorbell::Doorbell;
 use super::batch::{Batch, Record};
 use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
@@ -44,6 +45,8 @@ pub struct ProduceStage {
     pub deliveries: Arc<Deliveries>,
     /// From the transform stage.
     pub input: Receiver<Batch>,
+    /// The transform stage's doorbell, rung on taking a batch: it may hold one for want of room.
+    pub before: Doorbell,
     /// The flow's slot table.
     pub slots: Slots,
     /// Where positions are stored.
@@ -182,6 +185,17 @@ impl StageTask for ProduceTask {
         }
         self.drain_step(wait)
     }
+
+    fn polling(&self) -> bool {
+        // Acknowledgements come only when polled for, and a stopping stage drains on deadlines;
+        // a transaction (exactly-once) is committed on a timer.
+        self.sending.is_some()
+            || self.draining.is_some()
+            || !self.unstored.is_empty()
+            || self.stage.lanes.transactional_mode()
+            || self.stage.lanes.in_flight() > 0
+            || self.stage.position_writer.as_ref().is_some_and(PositionWriter::busy)
+    }
 }
 
 impl ProduceTask {
@@ -213,7 +227,10 @@ impl ProduceTask {
         let mut worked = false;
         if self.sending.is_none() {
             match self.stage.input.recv_timeout(wait.min(RECV_WAIT)) {
-                Ok(batch) => self.sending = Some(self.stage.begin(batch).map_err(Halt::Failed)?),
+                Ok(batch) => {
+                    self.stage.before.ring();
+                    self.sending = Some(self.stage.begin(batch).map_err(Halt::Failed)?);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
             }
