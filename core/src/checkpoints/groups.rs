@@ -2,6 +2,7 @@
 //! them, where they committed, and committing for them while they are empty.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, DefaultConsumerContext};
@@ -32,14 +33,24 @@ pub struct Committed {
 pub struct Groups {
     cluster: ClusterConfig,
     settings: ClientSettings,
-    lister: BaseConsumer,
+    lister: Arc<BaseConsumer>,
 }
 
 impl Groups {
-    /// Connects to `cluster` with `settings`.
+    /// Connects to `cluster` with `settings`, through a client of its own.
     pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
-        let lister = consumer(cluster, settings, "strait")?;
-        Ok(Self { cluster: cluster.clone(), settings: settings.clone(), lister })
+        Ok(Self::over(cluster, settings, Arc::new(Self::lister(cluster, settings)?)))
+    }
+
+    /// The client that lists and reads groups, which every alias of one cluster can share.
+    pub fn lister(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<BaseConsumer, ClusterError> {
+        consumer(cluster, settings, "strait")
+    }
+
+    /// Group operations on `cluster` through `lister` (see [`Groups::lister`]); errors name
+    /// `cluster`'s alias.
+    pub fn over(cluster: &ClusterConfig, settings: &ClientSettings, lister: Arc<BaseConsumer>) -> Self {
+        Self { cluster: cluster.clone(), settings: settings.clone(), lister }
     }
 
     fn fail(&self, what: String, reason: impl ToString) -> ClusterError {

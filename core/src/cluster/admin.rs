@@ -67,17 +67,14 @@ pub struct AdminError {
     pub hint: String,
 }
 
-/// An admin client plus the small runtime its futures need.
-pub struct ClusterAdmin {
-    alias: String,
+/// An admin client plus the small runtime its futures need: one librdkafka instance, with a
+/// thread per broker and a polling thread, which every alias of one cluster can share.
+pub struct AdminConnection {
     client: AdminClient<DefaultClientContext>,
-    /// The cluster and settings it was made from, for [`ClusterAdmin::why_refused`].
-    cluster: ClusterConfig,
-    settings: ClientSettings,
     runtime: tokio::runtime::Runtime,
 }
 
-impl ClusterAdmin {
+impl AdminConnection {
     /// Connects an admin client to `cluster`.
     pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
         let client = create_client(cluster, settings, "admin", &[], &[], DefaultClientContext)?;
@@ -86,12 +83,34 @@ impl ClusterAdmin {
             what: "starting the admin runtime".into(),
             reason: e.to_string(),
         })?;
-        Ok(Self { alias: cluster.alias.to_string(), client, cluster: cluster.clone(), settings: settings.clone(), runtime })
+        Ok(Self { client, runtime })
+    }
+}
+
+/// The admin operations strait uses on one cluster, through a connection that may be shared;
+/// its errors name the alias it was asked for.
+pub struct ClusterAdmin {
+    alias: String,
+    /// The cluster and settings it was made from, for [`ClusterAdmin::why_refused`].
+    cluster: ClusterConfig,
+    settings: ClientSettings,
+    conn: std::sync::Arc<AdminConnection>,
+}
+
+impl ClusterAdmin {
+    /// Connects an admin client of its own to `cluster`.
+    pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
+        Ok(Self::over(cluster, settings, std::sync::Arc::new(AdminConnection::connect(cluster, settings)?)))
+    }
+
+    /// Admin operations on `cluster` through `conn`, made with `settings` to the same servers.
+    pub fn over(cluster: &ClusterConfig, settings: &ClientSettings, conn: std::sync::Arc<AdminConnection>) -> Self {
+        Self { alias: cluster.alias.to_string(), cluster: cluster.clone(), settings: settings.clone(), conn }
     }
 
     /// The underlying client, for metadata requests.
     pub fn client(&self) -> &rdkafka::client::Client<DefaultClientContext> {
-        self.client.inner()
+        self.conn.client.inner()
     }
 
     /// Why the cluster refuses this client's settings (a login, a certificate), if a probe
@@ -122,7 +141,7 @@ impl ClusterAdmin {
         }
         let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
         let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-        let results = self.runtime.block_on(self.client.describe_configs(&specs, &opts)).map_err(|e| self.failed("describing topic configs".into(), e))?;
+        let results = self.conn.runtime.block_on(self.conn.client.describe_configs(&specs, &opts)).map_err(|e| self.failed("describing topic configs".into(), e))?;
         Ok(topics.iter().zip(results).map(|(topic, r)| (topic.to_string(), r.map(|c| c.entries).map_err(|code| code.to_string()))).collect())
     }
 
@@ -163,7 +182,7 @@ impl ClusterAdmin {
                 for (k, v) in &spec.configs {
                     topic = topic.set(k, v);
                 }
-                let result = self.runtime.block_on(self.client.create_topics([&topic], &opts));
+                let result = self.conn.runtime.block_on(self.conn.client.create_topics([&topic], &opts));
                 match self.first_result(result, "create", spec)? {
                     None => Ok(Ensured::Created),
                     // Someone else created it meanwhile: check its partition count next round.
@@ -173,7 +192,7 @@ impl ClusterAdmin {
             }
             Some(have) if have < spec.partitions => {
                 let grow = NewPartitions::new(&spec.name, spec.partitions as usize);
-                let result = self.runtime.block_on(self.client.create_partitions([&grow], &opts));
+                let result = self.conn.runtime.block_on(self.conn.client.create_partitions([&grow], &opts));
                 match self.first_result(result, "grow", spec)? {
                     None => Ok(Ensured::Grown { from: have }),
                     Some(code) => Err(self.error("grow", spec, code)),

@@ -16,7 +16,7 @@ use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel}
 use rdkafka::error::KafkaError;
 
 pub use acls::{create_topic_acls, describe_topic_acls, AclOperation, TopicAcl};
-pub use admin::{AdminError, ClusterAdmin, Ensured, TopicSpec};
+pub use admin::{AdminConnection, AdminError, ClusterAdmin, Ensured, TopicSpec};
 pub use diagnose::{cause_of, explain, Cause};
 pub use group_offsets::{list_group_offsets, list_offsets_of_groups, GroupOffset, GROUPS_IN_FLIGHT};
 pub use shared::{ControlProducer, PerCluster};

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 
-use super::{create_client, ClusterAdmin, ClusterError};
+use super::{create_client, AdminConnection, ClusterAdmin, ClusterError};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// A producer of strait's own records.
@@ -26,21 +26,11 @@ impl<T> Default for PerCluster<T> {
 }
 
 impl<T> PerCluster<T> {
-    /// The `T` of `cluster` with `settings`, made by `make` the first time.
+    /// The `T` of `cluster` with `settings`, made by `make` the first time. Aliases of one
+    /// cluster (the same bootstrap servers) share it, so a `T` names no alias: a wrapper that
+    /// does (in its errors) is made per use around the shared client.
     pub fn get(&self, cluster: &ClusterConfig, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
-        self.get_by(cluster.alias.as_str(), settings, make)
-    }
-
-    /// Drops the `T` of `cluster` with `settings`, so the next [`PerCluster::get`] makes a new
-    /// one; whoever holds it keeps it.
-    pub fn forget(&self, cluster: &ClusterConfig, settings: &ClientSettings) {
-        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        made.retain(|(k, s, _)| !(k == cluster.alias.as_str() && s.same_client(settings)));
-    }
-
-    /// The `T` of `key` (an alias, or bootstrap servers) with `settings`, made by `make` the
-    /// first time.
-    fn get_by(&self, key: &str, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
+        let key = cluster.bootstrap_servers.as_str();
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, t)) = made.iter().find(|(k, s, _)| k == key && s.same_client(settings)) {
             return Ok(t.clone());
@@ -49,6 +39,13 @@ impl<T> PerCluster<T> {
         made.push((key.to_string(), settings.clone(), t.clone()));
         Ok(t)
     }
+
+    /// Drops the `T` of `cluster` with `settings` (made by [`PerCluster::get`]), so the next
+    /// call makes a new one; whoever holds it keeps it.
+    pub fn forget(&self, cluster: &ClusterConfig, settings: &ClientSettings) {
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        made.retain(|(k, s, _)| !(k == cluster.bootstrap_servers.as_str() && s.same_client(settings)));
+    }
 }
 
 impl PerCluster<ThreadedProducer<DefaultProducerContext>> {
@@ -56,17 +53,19 @@ impl PerCluster<ThreadedProducer<DefaultProducerContext>> {
     /// of one cluster (same bootstrap servers and settings) share it: it names no alias, and
     /// each brings a polling thread and one per broker.
     pub fn producer(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<ControlProducer, ClusterError> {
-        self.get_by(&cluster.bootstrap_servers, settings, || {
+        self.get(cluster, settings, || {
             create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)
         })
     }
 }
 
-impl PerCluster<ClusterAdmin> {
-    /// The admin client of `cluster` with `settings`, shared by every flow that reaches the
-    /// cluster under that alias (its errors name the alias).
+impl PerCluster<AdminConnection> {
+    /// The admin client of `cluster` with `settings`. Its connection is shared by every flow
+    /// that reaches the cluster under any alias (each admin client is a librdkafka instance with
+    /// a thread per broker and a polling thread); its errors name `cluster`'s alias.
     pub fn admin(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Arc<ClusterAdmin>, ClusterError> {
-        self.get(cluster, settings, || ClusterAdmin::connect(cluster, settings))
+        let conn = self.get(cluster, settings, || AdminConnection::connect(cluster, settings))?;
+        Ok(Arc::new(ClusterAdmin::over(cluster, settings, conn)))
     }
 }
 
@@ -77,13 +76,14 @@ mod tests {
 
     #[test]
     fn one_per_cluster_until_forgotten() {
-        let cluster = |alias: &str| ClusterConfig { alias: ClusterAlias::new(alias), bootstrap_servers: "k:9092".into(), line: 1 };
+        let cluster = |alias: &str| ClusterConfig { alias: ClusterAlias::new(alias), bootstrap_servers: format!("{}:9092", alias.trim_end_matches(char::is_numeric)), line: 1 };
         let settings = ClientSettings::default();
         let made = std::sync::atomic::AtomicU32::new(0);
         let per: PerCluster<u32> = PerCluster::default();
         let get = |alias: &str| per.get(&cluster(alias), &settings, || Ok(made.fetch_add(1, std::sync::atomic::Ordering::Relaxed))).map(|t| *t).ok();
-        assert_eq!((get("a"), get("a"), get("b")), (Some(0), Some(0), Some(1)), "shared per alias");
-        per.forget(&cluster("a"), &settings);
+        assert_eq!((get("a"), get("a"), get("b")), (Some(0), Some(0), Some(1)), "one per cluster");
+        assert_eq!(get("a2"), Some(0), "aliases of one cluster (the same bootstrap servers) share it");
+        per.forget(&cluster("a2"), &settings);
         assert_eq!((get("a"), get("b")), (Some(2), Some(1)), "a forgotten one is made again; the others stay");
     }
 }

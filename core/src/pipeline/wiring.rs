@@ -18,9 +18,9 @@ use super::stage::{MiddleStage, Neighbours};
 use super::doorbell::Doorbell;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
-use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
+use crate::cluster::{check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
 use crate::cluster::TopicSpec;
-use crate::config::{ClusterConfig, Config, FlowConfig, SyncLocation};
+use crate::config::{ClientSettings, ClusterConfig, Config, FlowConfig, SyncLocation};
 use crate::group::{group_id, GroupSession, Tasks};
 use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::heartbeats::HeartbeatEmitter;
@@ -73,14 +73,21 @@ pub struct Shared {
     pub keys: Arc<KeyStates>,
     /// Producers of heartbeats, checkpoints and offset syncs, one per cluster and settings.
     pub producers: PerCluster<ThreadedProducer<DefaultProducerContext>>,
-    /// Group clients of the checkpoint rounds, one per cluster and settings.
-    pub groups: PerCluster<Groups>,
+    /// The clients that list and read groups in checkpoint rounds, one per cluster and
+    /// settings, shared by the cluster's aliases.
+    pub group_listers: PerCluster<BaseConsumer>,
     /// Admin clients (topic creation and discovery, config and ACL sync), one per cluster
-    /// and settings.
-    pub admins: PerCluster<ClusterAdmin>,
+    /// and settings, shared by the cluster's aliases.
+    pub admins: PerCluster<AdminConnection>,
 }
 
 impl Shared {
+    /// Group operations on `cluster`, through the lister its aliases share.
+    fn groups(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Arc<Groups>, ClusterError> {
+        let lister = self.group_listers.get(cluster, settings, || Groups::lister(cluster, settings))?;
+        Ok(Arc::new(Groups::over(cluster, settings, lister)))
+    }
+
     /// Forgets the shared admin clients of `flow`'s clusters, after it failed to start: a client
     /// that lived through an outage may not come back (after its cluster's only broker was
     /// frozen a minute, one could not reach it for minutes while new clients did at once). The
@@ -234,8 +241,8 @@ pub fn build_flow(
                 topics: flow.topics.clone(),
                 filters: policy_filters.clone(),
                 naming,
-                source_groups: shared.groups.get(source, &flow.consumer, || Groups::connect(source, &flow.consumer))?,
-                target_groups: shared.groups.get(target, &flow.target_admin, || Groups::connect(target, &flow.target_admin))?,
+                source_groups: shared.groups(source, &flow.consumer)?,
+                target_groups: shared.groups(target, &flow.target_admin)?,
                 source: source.clone(),
                 source_settings: flow.consumer.clone(),
                 forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?.abandon_when(Some(control.stop_flag())),
