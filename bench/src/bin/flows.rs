@@ -96,7 +96,9 @@ fn main() -> anyhow::Result<()> {
     eprintln!("strait-flows: logs and configs in {}", out.display());
     let mut all = Vec::new();
     for &n in &counts {
-        for who in [Who::Strait, Who::Mm2] {
+        // STRAIT_FLOWS_ONLY=strait (or mm2) runs one contender, for looking into one.
+        let only = std::env::var("STRAIT_FLOWS_ONLY").ok();
+        for who in [Who::Strait, Who::Mm2].into_iter().filter(|w| only.as_deref().is_none_or(|o| o == w.name())) {
             // Fresh topics per run: each contender starts from empty topics and its own names.
             let tag = format!("fl{}{}{n}", std::process::id(), who.name());
             let topics: Vec<String> = (1..=n).map(|i| format!("flows-{tag}-{i}")).collect();
