@@ -8,7 +8,14 @@ fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let plugins = manifest_dir.join("../plugins");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    for watched in ["../plugins/Cargo.toml", "../plugins/default", "../plugins/identity", "../plugins/mm2-naming", "../plugins/neutral", "../wit"] {
+    for watched in [
+        "../plugins/Cargo.toml",
+        "../plugins/default",
+        "../plugins/identity",
+        "../plugins/mm2-naming",
+        "../plugins/neutral",
+        "../wit",
+    ] {
         println!("cargo:rerun-if-changed={watched}");
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -19,7 +26,9 @@ fn main() {
         .args(["-p", "strait-policy-default", "-p", "strait-policy-identity", "--target-dir"])
         .arg(&target_dir);
     // The host build's flags and target must not leak into the component build.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in
+        ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER"]
+    {
         cmd.env_remove(var);
     }
     let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo to build the policy components: {e}"));
@@ -28,6 +37,7 @@ fn main() {
     }
     for name in ["strait_policy_default", "strait_policy_identity"] {
         let built = target_dir.join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-        std::fs::copy(&built, out.join(format!("{name}.wasm"))).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+        std::fs::copy(&built, out.join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
     }
 }

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::fmt::writer::MakeWriterExt;
 use strait_core::config::Config;
 use strait_core::flows::{RunOptions, Signals};
+use tracing_subscriber::fmt::writer::MakeWriterExt;
 
 mod operator;
 
@@ -125,8 +125,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let stderr = std::io::stderr.with_filter(|meta: &tracing::Metadata<'_>| !REPORTING_EXIT.load(Ordering::Relaxed) || meta.target() == "strait");
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let stderr = std::io::stderr.with_filter(|meta: &tracing::Metadata<'_>| {
+        !REPORTING_EXIT.load(Ordering::Relaxed) || meta.target() == "strait"
+    });
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(stderr);
     match format {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
@@ -145,9 +148,13 @@ fn main() {
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { config, metrics_listen, fail_fast, instance_id } => run(&config, metrics_listen, fail_fast, instance_id),
+        Command::Run { config, metrics_listen, fail_fast, instance_id } => {
+            run(&config, metrics_listen, fail_fast, instance_id)
+        }
         Command::Validate { config } => validate(&config),
-        Command::Offsets { command: OffsetsCommand::Translate { group: g } } => operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to),
+        Command::Offsets { command: OffsetsCommand::Translate { group: g } } => {
+            operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to)
+        }
         Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
         Command::Status { config, metrics } => {
             let config = load(&config)?;
@@ -165,7 +172,12 @@ fn load(path: &std::path::Path) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bool, instance_id: Option<String>) -> anyhow::Result<()> {
+fn run(
+    path: &std::path::Path,
+    metrics_listen: Option<SocketAddr>,
+    fail_fast: bool,
+    instance_id: Option<String>,
+) -> anyhow::Result<()> {
     let mut config = load(path)?;
     if instance_id.is_some() {
         config.group_instance_id = instance_id.clone();
@@ -179,7 +191,8 @@ fn run(path: &std::path::Path, metrics_listen: Option<SocketAddr>, fail_fast: bo
     }
     // SIGHUP reads the config file again and reloads policy components from their files (both
     // also reload when their file changes).
-    let mut hangups = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]).context("installing the SIGHUP handler")?;
+    let mut hangups =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]).context("installing the SIGHUP handler")?;
     let reload = signals.reload.clone();
     std::thread::Builder::new()
         .name("sighup".into())
@@ -215,8 +228,13 @@ fn validate(path: &std::path::Path) -> anyhow::Result<()> {
         // The filters act on what the source holds: shown when it answers, a note when not.
         match strait_core::operator::preview_filters(&config, flow) {
             Ok(preview) => {
-                for (what, list) in [("topics", &preview.topics), ("groups", &preview.groups), ("topic config keys", &preview.config_keys)] {
-                    let kept: Vec<&str> = list.iter().filter(|(_, why)| why.is_none()).map(|(n, _)| n.as_str()).collect();
+                for (what, list) in [
+                    ("topics", &preview.topics),
+                    ("groups", &preview.groups),
+                    ("topic config keys", &preview.config_keys),
+                ] {
+                    let kept: Vec<&str> =
+                        list.iter().filter(|(_, why)| why.is_none()).map(|(n, _)| n.as_str()).collect();
                     println!("  {what} kept ({}): {}", kept.len(), kept.join(", "));
                     // Names the regexes leave out can be thousands: counted. Those a policy or a
                     // rule refused are named.

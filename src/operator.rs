@@ -17,11 +17,25 @@ fn view(config: &Config, from: &str, to: &str) -> anyhow::Result<FlowView> {
 pub fn translate(config: &Config, group: &str, from: &str, to: &str) -> anyhow::Result<()> {
     let view = view(config, from, to)?;
     let rows = translate_group(&view, group)?;
-    println!("group {group}: {from} -> {to}{}", if view.source_reachable { "" } else { " (source unreachable: from checkpoints)" });
-    println!("{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}", "topic", "partition", "committed", "target topic", "translated", "mm2-syncs");
+    println!(
+        "group {group}: {from} -> {to}{}",
+        if view.source_reachable { "" } else { " (source unreachable: from checkpoints)" }
+    );
+    println!(
+        "{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}",
+        "topic", "partition", "committed", "target topic", "translated", "mm2-syncs"
+    );
     for r in rows {
         let w = &r.watched;
-        println!("{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}", w.source_topic, w.partition, show(r.committed), w.target_topic, show(r.translated), show(r.mm2));
+        println!(
+            "{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}",
+            w.source_topic,
+            w.partition,
+            show(r.committed),
+            w.target_topic,
+            show(r.translated),
+            show(r.mm2)
+        );
     }
     Ok(())
 }
@@ -34,7 +48,10 @@ pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool)
     if plan.source_reachable {
         let records: i64 = plan.lags.iter().map(|l| l.unreplicated).sum();
         let oldest = plan.lags.iter().filter_map(|l| l.oldest_age_ms).max();
-        println!("RPO: {records} record(s) not replicated yet{}", oldest.map_or(String::new(), |ms| format!(", the oldest written {:.1}s ago", ms as f64 / 1000.0)));
+        println!(
+            "RPO: {records} record(s) not replicated yet{}",
+            oldest.map_or(String::new(), |ms| format!(", the oldest written {:.1}s ago", ms as f64 / 1000.0))
+        );
         println!("{:<32} {:>9} {:>14} {:>14}", "source topic", "partition", "unreplicated", "oldest age s");
         for l in &plan.lags {
             let age = l.oldest_age_ms.map_or_else(|| "-".to_string(), |ms| format!("{:.1}", ms as f64 / 1000.0));
@@ -45,14 +62,22 @@ pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool)
     }
     println!("{:<40} {:>9} {:>12} {:>12}", "target topic", "partition", "upstream", "resume at");
     for p in &plan.positions {
-        println!("{:<40} {:>9} {:>12} {:>12}", p.watched.target_topic, p.watched.partition, show(p.committed), show(p.translated));
+        println!(
+            "{:<40} {:>9} {:>12} {:>12}",
+            p.watched.target_topic,
+            p.watched.partition,
+            show(p.committed),
+            show(p.translated)
+        );
     }
     if !apply {
         println!("dry run: add --apply to commit these positions for {group} on {to}");
         return Ok(());
     }
     match apply_failover(&view, &plan).with_context(|| format!("committing offsets for {group} on {to}"))? {
-        SyncOutcome::Committed(n) => println!("applied: {n} partition(s) of {group} moved forward on {to}; the others were already there"),
+        SyncOutcome::Committed(n) => {
+            println!("applied: {n} partition(s) of {group} moved forward on {to}; the others were already there")
+        }
         SyncOutcome::Active(members) => {
             anyhow::bail!("{group} has {members} active member(s) on {to}; stop its consumers there and run again")
         }
@@ -68,7 +93,10 @@ pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<
         println!("no strait process answers at http://{metrics}/metrics: flow states unknown (give --metrics ADDR:PORT if it listens elsewhere)");
     }
     // The state goes last so that scripts reading the older columns by position keep working.
-    println!("{:<28} {:>14} {:>18} {:>12} {:>10}  state", "flow", "heartbeat age s", "replicated hb age s", "lag records", "lag s");
+    println!(
+        "{:<28} {:>14} {:>18} {:>12} {:>10}  state",
+        "flow", "heartbeat age s", "replicated hb age s", "lag records", "lag s"
+    );
     let secs = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{:.1}", ms as f64 / 1000.0));
     for flow in &config.flows {
         let (from, to) = (flow.source.as_str(), flow.target.as_str());

@@ -22,7 +22,8 @@ fn orders_on_both(partitions: i32) -> String {
 /// Whether `strait status` reports every flow of `strait` with no records left to replicate.
 fn caught_up(strait: &Strait) -> bool {
     let (ok, out, _) = strait_cli(&["status", "--config", &strait.config_path().display().to_string()]);
-    let lags: Vec<&str> = out.lines().filter(|l| l.contains("->")).filter_map(|l| l.split_whitespace().nth(3)).collect();
+    let lags: Vec<&str> =
+        out.lines().filter(|l| l.contains("->")).filter_map(|l| l.split_whitespace().nth(3)).collect();
     ok && !lags.is_empty() && lags.iter().all(|lag| *lag == "0")
 }
 
@@ -45,7 +46,11 @@ fn quiesce(strait: &Strait, topics: &[(&str, &str)]) -> Vec<i64> {
 }
 
 fn values(parts: &[Vec<TestRecord>]) -> Vec<String> {
-    let mut v: Vec<String> = parts.iter().flatten().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()).collect();
+    let mut v: Vec<String> = parts
+        .iter()
+        .flatten()
+        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -69,13 +74,34 @@ fn prefixed_names_both_ways_deliver_the_seed_50_and_never_loop() {
     produce(&s.east, &topic, &numbered("east", 50, 3), &[]);
     let on_east = read_all(&s.east, &format!("us-west.{topic}"), 50, Duration::from_secs(60));
     let on_west = read_all(&s.west, &format!("us-east.{topic}"), 50, Duration::from_secs(60));
-    assert_eq!(values(&on_east), values(&[numbered("west", 50, 3)]), "us-west.{topic} on us-east; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&on_east),
+        values(&[numbered("west", 50, 3)]),
+        "us-west.{topic} on us-east; log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(values(&on_west), values(&[numbered("east", 50, 3)]), "us-east.{topic} on us-west");
-    assert!(on_east.iter().flatten().all(|r| header(r, PROVENANCE).is_none()), "prefixed names need no provenance header");
+    assert!(
+        on_east.iter().flatten().all(|r| header(r, PROVENANCE).is_none()),
+        "prefixed names need no provenance header"
+    );
 
-    let counts = quiesce(&strait, &[(&s.east, &topic), (&s.west, &topic), (&s.east, &format!("us-west.{topic}")), (&s.west, &format!("us-east.{topic}"))]);
+    let counts = quiesce(
+        &strait,
+        &[
+            (&s.east, &topic),
+            (&s.west, &topic),
+            (&s.east, &format!("us-west.{topic}")),
+            (&s.west, &format!("us-east.{topic}")),
+        ],
+    );
     assert_eq!(counts, vec![50, 50, 50, 50], "local topics keep their own 50, each copy has the other's 50");
-    for (bootstrap, looped) in [(&s.east, format!("us-east.us-west.{topic}")), (&s.west, format!("us-west.us-east.{topic}")), (&s.east, format!("us-west.us-east.{topic}")), (&s.west, format!("us-east.us-west.{topic}"))] {
+    for (bootstrap, looped) in [
+        (&s.east, format!("us-east.us-west.{topic}")),
+        (&s.west, format!("us-west.us-east.{topic}")),
+        (&s.east, format!("us-west.us-east.{topic}")),
+        (&s.west, format!("us-east.us-west.{topic}")),
+    ] {
         assert!(!topic_names(bootstrap).contains(&looped), "{looped} appeared: a replication loop");
     }
 }
@@ -139,10 +165,16 @@ fn concurrent_updates(topic: &str, partitions: i32) -> [(String, Vec<TestRecord>
 }
 
 /// Per key, `(origin, value, timestamp)` of every record of `topic`, in log order.
-fn history(bootstrap: &str, alias: &str, topic: &str, expected: usize) -> BTreeMap<Vec<u8>, Vec<(String, String, i64)>> {
+fn history(
+    bootstrap: &str,
+    alias: &str,
+    topic: &str,
+    expected: usize,
+) -> BTreeMap<Vec<u8>, Vec<(String, String, i64)>> {
     let mut out: BTreeMap<Vec<u8>, Vec<(String, String, i64)>> = BTreeMap::new();
     for r in read_all(bootstrap, topic, expected, Duration::from_secs(120)).into_iter().flatten() {
-        let origin = header(&r, PROVENANCE).map_or(alias.to_string(), |p| String::from_utf8_lossy(p).split(',').next().unwrap_or(alias).to_string());
+        let origin = header(&r, PROVENANCE)
+            .map_or(alias.to_string(), |p| String::from_utf8_lossy(p).split(',').next().unwrap_or(alias).to_string());
         let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
         out.entry(r.key.unwrap_or_default()).or_default().push((origin, value, r.timestamp.unwrap_or_default()));
     }
@@ -186,10 +218,14 @@ fn last_write_wins_converges_both_regions_to_the_same_view() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let stamped = |value: &str, ts: i64| TestRecord { timestamp: Some(ts), ..TestRecord::kv(0, "late-key", value) };
     produce(&s.west, &topic, &[stamped("west-newer", now + 60_000)], &[]);
-    assert!(wait_until(Duration::from_secs(60), || record_count(&s.east, &topic) > counts[0]), "the newer write reached us-east");
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.east, &topic) > counts[0]),
+        "the newer write reached us-east"
+    );
     produce(&s.east, &topic, &[stamped("east-older", now)], &[]);
     assert!(
-        wait_until(Duration::from_secs(60), || metric_sum(&strait.metrics(), "strait_conflicts_refused_total") > refused),
+        wait_until(Duration::from_secs(60), || metric_sum(&strait.metrics(), "strait_conflicts_refused_total")
+            > refused),
         "the older write was refused and counted; log:\n{}",
         strait.log_text()
     );
@@ -234,7 +270,11 @@ fn key_ownership_leaves_every_key_at_its_owners_last_write() {
             .collect();
         assert_eq!(view.len(), 1000, "{alias}: every key has its owner's writes");
         let wrong: Vec<_> = view.iter().filter(|(k, v)| last_by_owner.get(*k) != Some(v)).take(5).collect();
-        assert!(wrong.is_empty(), "{alias}: keys not at their owner's last write, e.g. {wrong:?}; log:\n{}", strait.log_text());
+        assert!(
+            wrong.is_empty(),
+            "{alias}: keys not at their owner's last write, e.g. {wrong:?}; log:\n{}",
+            strait.log_text()
+        );
     }
     // us-west->us-east routes what it refuses to the dead-letter topic; us-east->us-west drops.
     assert_eq!(counts[2], refused_west, "every us-west write of a us-east key is in {dead_letters} on us-east");

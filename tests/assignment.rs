@@ -32,7 +32,11 @@ fn a_deleted_source_topic_leaves_cleanly_and_is_replicated_from_its_start_when_r
     let old = batch("old", 0..50);
     produce(&s.east, &topic, &old, &[]);
     let mut strait = Strait::start(&east_to_west(&topic, ""));
-    assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 50), "50 of 50 never arrived; log:\n{}", strait.log_text());
+    assert!(
+        wait_until(WAIT, || record_count(&s.west, &remote) == 50),
+        "50 of 50 never arrived; log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(assigned(&strait), Some(1.0), "{}", strait.metrics());
 
     delete_topic(&s.east, &topic);
@@ -62,7 +66,12 @@ fn a_deleted_source_topic_leaves_cleanly_and_is_replicated_from_its_start_when_r
     let sentinel = batch("sentinel", 0..1);
     produce(&s.east, &topic, &sentinel, &[]);
     let got = read_all(&s.west, &remote, 131, WAIT);
-    assert_eq!(values(&got[0]), [values(&old), values(&new), values(&sentinel)].concat(), "log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&old), values(&new), values(&sentinel)].concat(),
+        "log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(record_count(&s.west, &remote), 131);
     assert_eq!(assigned(&strait), Some(1.0), "the re-created partition is assigned again");
 }
@@ -81,7 +90,12 @@ fn old_topic_and_strait(prefix: &str, extra: &str) -> (String, Vec<TestRecord>, 
         metric_value(&page, "strait_source_partitions_assigned", &[("flow", FLOW)]).is_some_and(|n| n >= 1.0)
             && metric_value(&page, "strait_positions_stored_total", &[("flow", FLOW)]).is_some_and(|n| n > 0.0)
     };
-    assert!(wait_until(WAIT, || ready(&strait)), "no partition assigned and position stored; metrics:\n{}\nlog:\n{}", strait.metrics(), strait.log_text());
+    assert!(
+        wait_until(WAIT, || ready(&strait)),
+        "no partition assigned and position stored; metrics:\n{}\nlog:\n{}",
+        strait.metrics(),
+        strait.log_text()
+    );
     (topic, old, strait)
 }
 
@@ -93,7 +107,12 @@ fn replicate_from_latest_copies_only_records_produced_after_start() {
     let new = batch("new", 0..30);
     produce(&s.east, &topic, &new, &[]);
     let got = read_all(&s.west, &remote, 30, WAIT);
-    assert_eq!(values(&got[0]), values(&new), "the first 30 on the target are the new ones; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        values(&new),
+        "the first 30 on the target are the new ones; log:\n{}",
+        strait.log_text()
+    );
     // A sentinel after them: when it arrives, no old record came after the new ones either.
     let sentinel = batch("sentinel", 0..1);
     produce(&s.east, &topic, &sentinel, &[]);
@@ -105,7 +124,8 @@ fn replicate_from_latest_copies_only_records_produced_after_start() {
 #[test]
 fn replicate_from_latest_stores_the_end_at_once_so_a_restart_skips_nothing() {
     let s = stand();
-    let (topic, _old, mut first) = old_topic_and_strait("latest-restart", "us-east.consumer.auto.offset.reset = latest\n");
+    let (topic, _old, mut first) =
+        old_topic_and_strait("latest-restart", "us-east.consumer.auto.offset.reset = latest\n");
     let remote = format!("us-east.{topic}");
     // Killed before it replicated anything: only the position resolved at assignment is stored.
     first.kill9();
@@ -133,6 +153,11 @@ fn earliest_is_the_default_and_copies_the_old_records() {
     let sentinel = batch("sentinel", 0..1);
     produce(&s.east, &topic, &sentinel, &[]);
     let got = read_all(&s.west, &remote, 331, WAIT);
-    assert_eq!(values(&got[0]), [values(&old), values(&new), values(&sentinel)].concat(), "no record twice; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&old), values(&new), values(&sentinel)].concat(),
+        "no record twice; log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(record_count(&s.west, &remote), 331);
 }

@@ -36,7 +36,8 @@ fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
         let (east, topic) = (s.east.clone(), topic.clone());
         std::thread::spawn(move || {
             let value = "x".repeat(VALUE);
-            let records: Vec<TestRecord> = (0..RECORDS).map(|i| TestRecord::kv(i as i32 % 3, &i.to_string(), &value)).collect();
+            let records: Vec<TestRecord> =
+                (0..RECORDS).map(|i| TestRecord::kv(i as i32 % 3, &i.to_string(), &value)).collect();
             produce(&east, &topic, &records, &[("linger.ms", "20")]);
         })
     };
@@ -50,15 +51,26 @@ fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
     let got = read_all(&frozen_west, &remote, RECORDS + 1, Duration::from_secs(300));
     max_rss_kib = max_rss_kib.max(strait.rss_kib().unwrap_or(0));
     let total: usize = got.iter().map(Vec::len).sum();
-    eprintln!("target frozen 20 s while {RECORDS} records of {VALUE} B arrived at the source; strait max RSS {} MiB", max_rss_kib / 1024);
+    eprintln!(
+        "target frozen 20 s while {RECORDS} records of {VALUE} B arrived at the source; strait max RSS {} MiB",
+        max_rss_kib / 1024
+    );
     assert!(total > RECORDS, "only {total} of {} arrived; log:\n{}", RECORDS + 1, strait.log_text());
-    assert!(max_rss_kib / 1024 < RSS_BOUND_MIB, "RSS reached {} MiB, over the {RSS_BOUND_MIB} MiB bound", max_rss_kib / 1024);
+    assert!(
+        max_rss_kib / 1024 < RSS_BOUND_MIB,
+        "RSS reached {} MiB, over the {RSS_BOUND_MIB} MiB bound",
+        max_rss_kib / 1024
+    );
     drop(strait);
     kafka_sh(&["stop", "bp-west"]);
 }
 
 fn kafka_sh_lines(args: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new("bash").arg(repo_root().join("scripts/kafka.sh")).args(args).output().expect("kafka.sh");
+    let out = std::process::Command::new("bash")
+        .arg(repo_root().join("scripts/kafka.sh"))
+        .args(args)
+        .output()
+        .expect("kafka.sh");
     assert!(out.status.success(), "kafka.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
 }

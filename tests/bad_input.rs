@@ -25,7 +25,14 @@ fn fail_fast_last_line(config: &str) -> String {
     let path = write_config(config);
     let started = Instant::now();
     let port = free_port().to_string();
-    let out = strait(&["run", "--fail-fast", "--config", path.to_str().unwrap(), "--metrics-listen", &format!("127.0.0.1:{port}")]);
+    let out = strait(&[
+        "run",
+        "--fail-fast",
+        "--config",
+        path.to_str().unwrap(),
+        "--metrics-listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(40), "took {:?}", started.elapsed());
@@ -38,7 +45,9 @@ fn unreachable_bootstrap_servers_fail_within_bounded_time_naming_the_alias() {
     // there and fails when it connects to the source.
     let west = stand().west.clone();
     let config = format!("clusters = us-east, us-west\nus-east.bootstrap.servers = 127.0.0.1:1\nus-west.bootstrap.servers = {west}\nus-east->us-west.enabled = true\n");
-    let names_the_cluster = |line: &str| line.contains("`us-east`") && line.contains("127.0.0.1:1") && line.contains("us-east.bootstrap.servers");
+    let names_the_cluster = |line: &str| {
+        line.contains("`us-east`") && line.contains("127.0.0.1:1") && line.contains("us-east.bootstrap.servers")
+    };
 
     // With --fail-fast the process exits at the first failure, the cause on its last line.
     let last = fail_fast_last_line(&config);
@@ -48,20 +57,30 @@ fn unreachable_bootstrap_servers_fail_within_bounded_time_naming_the_alias() {
     // the process stays up, logging the same line each time.
     let mut waiting = Strait::start(&config);
     let started = Instant::now();
-    let logged = wait_until(Duration::from_secs(40), || waiting.log_text().lines().any(|l| names_the_cluster(l) && l.contains("restarting")));
+    let logged = wait_until(Duration::from_secs(40), || {
+        waiting.log_text().lines().any(|l| names_the_cluster(l) && l.contains("restarting"))
+    });
     assert!(logged, "no `restarting` line naming the cluster within 40 s; log:\n{}", waiting.log_text());
     assert!(started.elapsed() < Duration::from_secs(40));
-    assert!(waiting.wait_exit(Duration::from_millis(500)).is_none(), "exited on a passing cause; log:\n{}", waiting.log_text());
+    assert!(
+        waiting.wait_exit(Duration::from_millis(500)).is_none(),
+        "exited on a passing cause; log:\n{}",
+        waiting.log_text()
+    );
     waiting.kill9();
 
     // An unreachable target is found when the flow joins its group there.
     let last = fail_fast_last_line("clusters = us-east, nowhere\nus-east.bootstrap.servers = 127.0.0.1:1\nnowhere.bootstrap.servers = 127.0.0.1:2\nus-east->nowhere.enabled = true\n");
-    assert!(last.contains("`nowhere`") && last.contains("127.0.0.1:2") && last.contains("nowhere.bootstrap.servers"), "{last}");
+    assert!(
+        last.contains("`nowhere`") && last.contains("127.0.0.1:2") && last.contains("nowhere.bootstrap.servers"),
+        "{last}"
+    );
 }
 
 #[test]
 fn config_errors_name_the_line_and_secrets_never_show() {
-    let path = write_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n");
+    let path =
+        write_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n");
     let out = strait(&["validate", "--config", path.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("line 4") && stderr.contains("`c`"), "{stderr}");
@@ -73,18 +92,30 @@ fn config_errors_name_the_line_and_secrets_never_show() {
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{all}");
     assert!(!all.contains("hunter2") && !all.contains("hunter3"), "a secret leaked:\n{all}");
-    assert_eq!(all.matches("`refresh.groups.interval.seconds`").count(), 1, "one warning naming a key strait does not act on yet:\n{all}");
+    assert_eq!(
+        all.matches("`refresh.groups.interval.seconds`").count(),
+        1,
+        "one warning naming a key strait does not act on yet:\n{all}"
+    );
 }
 
 #[test]
 fn strait_log_format_chooses_json_without_the_flag_and_a_bad_value_is_named() {
-    let path = write_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n");
-    let validate = |format: &str| Command::new(env!("CARGO_BIN_EXE_strait")).args(["validate", "--config", path.to_str().unwrap()]).env("STRAIT_LOG_FORMAT", format).output().expect("run strait");
+    let path =
+        write_config("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n");
+    let validate = |format: &str| {
+        Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(["validate", "--config", path.to_str().unwrap()])
+            .env("STRAIT_LOG_FORMAT", format)
+            .output()
+            .expect("run strait")
+    };
 
     let out = validate("json");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr.lines().last().unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("the error line is not JSON ({e}): {stderr}"));
+    let v: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("the error line is not JSON ({e}): {stderr}"));
     assert!(!out.status.success());
     assert_eq!(v["level"], "ERROR", "{last}");
     assert!(v["error"].as_str().is_some_and(|e| e.contains("line 4")), "the error's cause is a field: {last}");
@@ -109,7 +140,11 @@ fn a_remote_topic_with_fewer_partitions_is_grown_like_mm2_does() {
     produce(&s.east, &topic, &sent, &[]);
     let strait = Strait::start(&east_to_west(&topic, ""));
     let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(60), || partition_count(&s.west, &remote) == Some(3)), "not grown; log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || partition_count(&s.west, &remote) == Some(3)),
+        "not grown; log:\n{}",
+        strait.log_text()
+    );
     let mut got = read_all(&s.west, &remote, 30, Duration::from_secs(90));
     strip_timestamps(&mut got);
     assert_eq!(got, by_partition(&sent, 3), "log:\n{}", strait.log_text());
@@ -141,6 +176,10 @@ fn a_record_larger_than_the_target_accepts_stops_the_flow_before_it_naming_topic
     let mut second = first.restart();
     let status = second.wait_exit(Duration::from_secs(90)).expect("stops again");
     assert!(!status.success());
-    assert!(second.log_text().lines().last().unwrap_or_default().contains(&format!("{topic}-0 offset 5")), "{}", second.log_text());
+    assert!(
+        second.log_text().lines().last().unwrap_or_default().contains(&format!("{topic}-0 offset 5")),
+        "{}",
+        second.log_text()
+    );
     assert_eq!(record_count(&s.west, &remote), 5);
 }

@@ -33,7 +33,12 @@ fn read_positions(west: &str, positions: &str) -> PositionTopic {
     c.assign(&tpl).expect("assign");
     let mut out = PositionTopic { read: 0, written: high, mappings: Mappings::default() };
     let deadline = Instant::now() + Duration::from_secs(60);
-    let at_end = |c: &BaseConsumer| c.position().ok().and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw())).is_some_and(|o| o >= high);
+    let at_end = |c: &BaseConsumer| {
+        c.position()
+            .ok()
+            .and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw()))
+            .is_some_and(|o| o >= high)
+    };
     while !at_end(&c) {
         assert!(Instant::now() < deadline, "the position topic was not read to its end");
         let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
@@ -46,7 +51,11 @@ fn read_positions(west: &str, positions: &str) -> PositionTopic {
 }
 
 fn commit_at(east: &str, group: &str, topic: &str, offset: i64) {
-    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", east).set("group.id", group).create().expect("group client");
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", east)
+        .set("group.id", group)
+        .create()
+        .expect("group client");
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset)).expect("tpl");
     c.commit(&tpl, CommitMode::Sync).expect("commit");
@@ -66,7 +75,12 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
     let positions = format!("strait-offsets.{alias}.internal");
     // The cleaner has to reach the topic within the test: segments roll every second and
     // tombstones go at the next cleaning (strait's own defaults are an hour for both).
-    let fast_cleaning = [("cleanup.policy", "compact"), ("segment.ms", "1000"), ("min.cleanable.dirty.ratio", "0.01"), ("delete.retention.ms", "0")];
+    let fast_cleaning = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "1000"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+        ("delete.retention.ms", "0"),
+    ];
     create_topic(&s.west, &positions, 1, 1, &fast_cleaning);
     let group = unique("txn-cg");
     let config = format!(
@@ -122,12 +136,24 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
 
     let sent = 5 * transactions as i64;
     let remote = format!("{alias}.{topic}");
-    assert!(wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) == sent), "not every record arrived; log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) == sent),
+        "not every record arrived; log:\n{}",
+        strait.log_text()
+    );
     let end = source_end(&s.east, &topic);
     commit_at(&s.east, &group, &topic, end);
     let checkpoints = format!("{alias}.checkpoints.internal");
-    let exact = wait_until(Duration::from_secs(30), || read_checkpoints(&s.west, &checkpoints, &group).last().is_some_and(|c| c.upstream == end && c.downstream == sent));
-    assert!(exact, "the group at the source's end {end} was not checkpointed at the target's end {sent}: {:?}", read_checkpoints(&s.west, &checkpoints, &group).last());
+    let exact = wait_until(Duration::from_secs(30), || {
+        read_checkpoints(&s.west, &checkpoints, &group)
+            .last()
+            .is_some_and(|c| c.upstream == end && c.downstream == sent)
+    });
+    assert!(
+        exact,
+        "the group at the source's end {end} was not checkpointed at the target's end {sent}: {:?}",
+        read_checkpoints(&s.west, &checkpoints, &group).last()
+    );
 
     // Without deletion every transaction would leave a live run: about 100 by the first look.
     assert!(live_runs.len() >= 8, "looked only {} times", live_runs.len());
@@ -142,7 +168,10 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
         seen.read <= 200
     });
     assert!(compacted, "a start-up would read {} of the {} records written", seen.read, seen.written);
-    eprintln!("{transactions} transactions; live runs every 5 s: {live_runs:?}; a start-up reads {} of {} records written", seen.read, seen.written);
+    eprintln!(
+        "{transactions} transactions; live runs every 5 s: {live_runs:?}; a start-up reads {} of {} records written",
+        seen.read, seen.written
+    );
     let map = seen.mappings.get(&topic, 0).expect("the partition's mapping");
     assert!(map.runs().count() <= 60, "{} live runs", map.runs().count());
     assert_eq!(map.translate(end), Some(sent), "translation at the end is still exact");

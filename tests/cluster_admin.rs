@@ -9,7 +9,9 @@ use std::time::Duration;
 use rdkafka::admin::{AdminClient, AdminOptions, ConfigSource, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use strait_core::cluster::{create_topic_acls, describe_topic_acls, incremental_alter_topic_configs, AclOperation, ConfigOp, TopicAcl};
+use strait_core::cluster::{
+    create_topic_acls, describe_topic_acls, incremental_alter_topic_configs, AclOperation, ConfigOp, TopicAcl,
+};
 use support::*;
 
 /// The request timeout of every call under test.
@@ -26,17 +28,12 @@ fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 /// `key`'s value and source on `topic`, as rdkafka's own DescribeConfigs reports them.
 fn topic_config(admin: &AdminClient<DefaultClientContext>, topic: &str, key: &str) -> (Option<String>, ConfigSource) {
     let opts = AdminOptions::new().request_timeout(Some(TIMEOUT));
-    let results = block_on(admin.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts)).unwrap_or_else(|e| panic!("describe {topic}: {e}"));
-    let resource = results
-        .into_iter()
-        .next()
-        .expect("one resource answered")
+    let results = block_on(admin.describe_configs(&[ResourceSpecifier::Topic(topic)], &opts))
         .unwrap_or_else(|e| panic!("describe {topic}: {e}"));
-    let entry = resource
-        .entries
-        .into_iter()
-        .find(|e| e.name == key)
-        .unwrap_or_else(|| panic!("{topic} lists no `{key}`"));
+    let resource =
+        results.into_iter().next().expect("one resource answered").unwrap_or_else(|e| panic!("describe {topic}: {e}"));
+    let entry =
+        resource.entries.into_iter().find(|e| e.name == key).unwrap_or_else(|| panic!("{topic} lists no `{key}`"));
     (entry.value, entry.source)
 }
 
@@ -69,8 +66,13 @@ fn incremental_alter_changes_only_the_keys_it_names(bootstrap: &str, admin: &Adm
     let topic = unique("alter");
     create_topic(bootstrap, &topic, 1, 1, &[]);
 
-    incremental_alter_topic_configs(client, &topic, &[set("retention.bytes", "1048576"), set("retention.ms", "3600000")], TIMEOUT)
-        .unwrap_or_else(|e| panic!("set: {e}"));
+    incremental_alter_topic_configs(
+        client,
+        &topic,
+        &[set("retention.bytes", "1048576"), set("retention.ms", "3600000")],
+        TIMEOUT,
+    )
+    .unwrap_or_else(|e| panic!("set: {e}"));
     assert!(
         wait_until(SETTLE, || topic_config(admin, &topic, "retention.bytes").0.as_deref() == Some("1048576")),
         "retention.bytes still {:?} {SETTLE:?} after the Set",
@@ -80,29 +82,26 @@ fn incremental_alter_changes_only_the_keys_it_names(bootstrap: &str, admin: &Adm
     assert_eq!(topic_config(admin, &topic, "retention.ms").0.as_deref(), Some("3600000"));
 
     // Delete one key: it falls back to the broker's default; the other keeps its value.
-    incremental_alter_topic_configs(client, &topic, &[("retention.bytes".to_string(), ConfigOp::Delete)], TIMEOUT).unwrap_or_else(|e| panic!("delete: {e}"));
+    incremental_alter_topic_configs(client, &topic, &[("retention.bytes".to_string(), ConfigOp::Delete)], TIMEOUT)
+        .unwrap_or_else(|e| panic!("delete: {e}"));
     assert!(
         wait_until(SETTLE, || topic_config(admin, &topic, "retention.bytes").0.as_deref() == Some("-1")),
         "retention.bytes still {:?} {SETTLE:?} after the Delete",
         topic_config(admin, &topic, "retention.bytes")
     );
     assert_eq!(topic_config(admin, &topic, "retention.bytes").1, ConfigSource::Default);
-    assert_eq!(
-        topic_config(admin, &topic, "retention.ms"),
-        (Some("3600000".to_string()), ConfigSource::DynamicTopic)
-    );
+    assert_eq!(topic_config(admin, &topic, "retention.ms"), (Some("3600000".to_string()), ConfigSource::DynamicTopic));
 
     // An invalid value: the broker's text names the key; nothing changes.
-    let err = incremental_alter_topic_configs(client, &topic, &[set("retention.bytes", "lots")], TIMEOUT).expect_err("`lots` is not a LONG");
-    assert!(
-        err.contains("retention.bytes") && err.contains("lots") && err.contains("(INVALID_CONFIG)"),
-        "{err}"
-    );
+    let err = incremental_alter_topic_configs(client, &topic, &[set("retention.bytes", "lots")], TIMEOUT)
+        .expect_err("`lots` is not a LONG");
+    assert!(err.contains("retention.bytes") && err.contains("lots") && err.contains("(INVALID_CONFIG)"), "{err}");
     assert_eq!(topic_config(admin, &topic, "retention.bytes").0.as_deref(), Some("-1"));
 
     // A topic that does not exist: the error carries librdkafka's name of the error.
     let missing = unique("no-such-topic");
-    let err = incremental_alter_topic_configs(client, &missing, &[set("retention.ms", "1000")], TIMEOUT).expect_err("no such topic");
+    let err = incremental_alter_topic_configs(client, &missing, &[set("retention.ms", "1000")], TIMEOUT)
+        .expect_err("no such topic");
     assert!(err.contains("does not exist") && err.contains("(UNKNOWN_TOPIC_OR_PART)"), "{err}");
     // No ops: no request, so not even the missing topic is an error.
     assert_eq!(incremental_alter_topic_configs(client, &missing, &[], TIMEOUT), Ok(()));

@@ -58,11 +58,13 @@ fn dashboard_exprs(value: &serde_json::Value, out: &mut Vec<String>) {
 
 /// (file, metric) for every metric the dashboard and the alerting rules name.
 fn referenced_metrics() -> BTreeSet<(&'static str, String)> {
-    let dashboard: serde_json::Value = serde_json::from_str(&deploy_file("grafana/strait.json")).expect("deploy/grafana/strait.json is JSON");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&deploy_file("grafana/strait.json")).expect("deploy/grafana/strait.json is JSON");
     let mut exprs = Vec::new();
     dashboard_exprs(&dashboard, &mut exprs);
     assert!(exprs.len() >= 10, "the dashboard has queries: {exprs:?}");
-    let mut names: BTreeSet<(&str, String)> = exprs.iter().flat_map(|e| metric_names(e)).map(|m| ("grafana/strait.json", m)).collect();
+    let mut names: BTreeSet<(&str, String)> =
+        exprs.iter().flat_map(|e| metric_names(e)).map(|m| ("grafana/strait.json", m)).collect();
     let alerts = deploy_file("prometheus/alerts.yml");
     let rules: Vec<&str> = alerts.lines().filter_map(|l| l.trim().strip_prefix("expr:")).collect();
     assert!(rules.len() >= 6, "the alerting rules have expressions");
@@ -114,18 +116,19 @@ fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
     );
     let checkpointed = || metric_sum(&strait.metrics(), "strait_checkpoints_written_total") > 0.0;
     assert!(wait_until(WAIT, checkpointed), "no checkpoint written; log:\n{}", strait.log_text());
-    for gauge in [
-        "strait_checkpoints_last_round_timestamp_seconds",
-        "strait_heartbeats_last_sent_timestamp_seconds",
-    ] {
+    for gauge in ["strait_checkpoints_last_round_timestamp_seconds", "strait_heartbeats_last_sent_timestamp_seconds"] {
         let fresh = || strait.metric(gauge, &[FLOW]).is_some_and(|t| t > 1.6e9);
         assert!(wait_until(WAIT, fresh), "{gauge} never set:\n{}", strait.metrics());
     }
     // Everything is delivered: the lag settles at zero in records and seconds.
-    let caught_up = || strait.metric("strait_flow_lag_records", &[FLOW]) == Some(0.0) && strait.metric("strait_flow_lag_seconds", &[FLOW]) == Some(0.0);
+    let caught_up = || {
+        strait.metric("strait_flow_lag_records", &[FLOW]) == Some(0.0)
+            && strait.metric("strait_flow_lag_seconds", &[FLOW]) == Some(0.0)
+    };
     assert!(wait_until(WAIT, caught_up), "lag never zero:\n{}", strait.metrics());
     let process = || {
-        strait.metric("process_resident_memory_bytes", &[]).is_some_and(|b| b > 1e6) && strait.metric("process_cpu_seconds_total", &[]).is_some_and(|c| c > 0.0)
+        strait.metric("process_resident_memory_bytes", &[]).is_some_and(|b| b > 1e6)
+            && strait.metric("process_cpu_seconds_total", &[]).is_some_and(|c| c > 0.0)
     };
     assert!(wait_until(WAIT, process), "no process metrics:\n{}", strait.metrics());
 
@@ -144,7 +147,9 @@ fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
     assert!(referenced.len() >= 15, "{referenced:?}");
     let missing: Vec<String> = referenced
         .iter()
-        .filter(|(_, m)| !served.contains(m) && !["_bucket", "_sum", "_count"].iter().any(|s| served.contains(&format!("{m}{s}"))))
+        .filter(|(_, m)| {
+            !served.contains(m) && !["_bucket", "_sum", "_count"].iter().any(|s| served.contains(&format!("{m}{s}")))
+        })
         .map(|(file, m)| format!("{m} (deploy/{file})"))
         .collect();
     assert!(missing.is_empty(), "named in deploy/ but not served on /metrics: {missing:?}\npage:\n{page}");
@@ -152,10 +157,7 @@ fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
 
 /// The `--flags` of a command line.
 fn flags<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    args.into_iter()
-        .filter(|a| a.starts_with("--"))
-        .map(|a| a.split('=').next().unwrap_or(a).to_string())
-        .collect()
+    args.into_iter().filter(|a| a.starts_with("--")).map(|a| a.split('=').next().unwrap_or(a).to_string()).collect()
 }
 
 /// The value of `key:` on the first line after `after` (a line containing it) that has the key.
@@ -166,15 +168,11 @@ fn yaml_value_after<'a>(text: &'a str, after: &str, key: &str) -> Option<&'a str
 
 #[test]
 fn the_service_manifests_use_the_binarys_flags_probe_paths_and_metrics_port() {
-    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(["run", "--help"])
-        .output()
-        .expect("strait run --help");
+    let out = Command::new(env!("CARGO_BIN_EXE_strait")).args(["run", "--help"]).output().expect("strait run --help");
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout).to_string();
-    let known: BTreeSet<String> = flags(help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']'))
-        .into_iter()
-        .collect();
+    let known: BTreeSet<String> =
+        flags(help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')).into_iter().collect();
     assert!(known.contains("--config") && known.contains("--metrics-listen"), "{help}");
 
     // Kubernetes: probes on /healthz and /readyz at the port named `metrics`, which is where the
@@ -194,10 +192,7 @@ fn the_service_manifests_use_the_binarys_flags_probe_paths_and_metrics_port() {
         .expect("the ConfigMap's mm2.properties sets strait.metrics.listen");
     let listen: std::net::SocketAddr = listen.parse().expect("address:port");
     assert_eq!(listen.port(), container_port, "the container port is the metrics listener's");
-    assert!(
-        listen.ip().is_unspecified(),
-        "{listen}: the kubelet and Prometheus connect from outside the pod"
-    );
+    assert!(listen.ip().is_unspecified(), "{listen}: the kubelet and Prometheus connect from outside the pod");
     let args_line = k8s.lines().find_map(|l| l.trim().strip_prefix("args:")).expect("container args");
     let args: Vec<String> = serde_json::from_str(args_line.trim()).expect("args as a flow sequence of strings");
     assert_eq!(args.first().map(String::as_str), Some("run"));

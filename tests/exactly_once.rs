@@ -104,7 +104,10 @@ fn exactly_once_survives_ten_kill_9s_during_a_million_record_backlog_with_nothin
     assert_eq!(check.duplicates, 0, "exactly-once wrote records twice");
     assert_eq!(check.foreign, 0);
     assert_eq!(out_of_order(&parts), None, "a partition's records out of order (partition, before, after)");
-    assert!(members.iter().map(share).sum::<f64>() == f64::from(PARTITIONS), "the members own every partition at the end");
+    assert!(
+        members.iter().map(share).sum::<f64>() == f64::from(PARTITIONS),
+        "the members own every partition at the end"
+    );
 }
 
 #[test]
@@ -117,9 +120,17 @@ fn a_new_owner_fences_the_old_one_and_its_open_transaction_never_becomes_visible
     // A long transaction keeps the frozen member's last writes open while the group moves on.
     let cfg = format!("{}transaction.boundary.interval.ms = 3000\n", config(&topic));
     let first = Strait::start(&cfg);
-    assert!(wait_until(Duration::from_secs(60), || share(&first) == f64::from(PARTITIONS)), "log:\n{}", first.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || share(&first) == f64::from(PARTITIONS)),
+        "log:\n{}",
+        first.log_text()
+    );
     let producer = SteadyProducer::start(&s.east, &topic, PARTITIONS, 5_000, 100);
-    assert!(wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= 20_000), "log:\n{}", first.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= 20_000),
+        "log:\n{}",
+        first.log_text()
+    );
 
     // Frozen, the member keeps its producers and open transactions but misses its session: a
     // zombie. The second member takes every task and fences it.
@@ -141,7 +152,10 @@ fn a_new_owner_fences_the_old_one_and_its_open_transaction_never_becomes_visible
     let parts = read_through_sentinels(&s.west, &remote, PARTITIONS, Duration::from_secs(180))
         .unwrap_or_else(|| panic!("the sentinels never arrived; logs:\n{}\n{}", first.log_text(), second.log_text()));
     let check = check_seqs(parts.iter().flatten(), total);
-    println!("{total} records, read_committed after a frozen owner was fenced: {} missing, {} duplicates", check.missing, check.duplicates);
+    println!(
+        "{total} records, read_committed after a frozen owner was fenced: {} missing, {} duplicates",
+        check.missing, check.duplicates
+    );
     assert_eq!(check.missing, 0, "lost records, the first {:?}", check.first_missing);
     assert_eq!(check.duplicates, 0, "the fenced member's writes became visible");
     assert_eq!(out_of_order(&parts), None);

@@ -24,7 +24,11 @@ fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
     let group = unique("orders-cg");
     let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}\n{extra}")));
     let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == sent.len() as i64), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == sent.len() as i64),
+        "log:\n{}",
+        strait.log_text()
+    );
 
     let east_read = consume_as_group(&s.east, &topic, &group, read);
     assert_eq!(east_read.len(), read);
@@ -33,7 +37,10 @@ fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
     // MM2's own RemoteClusterUtils reads strait's checkpoints and agrees.
     let java = kafka_sh_stdout(&["tool", "tests/interop/TranslateOffsets.java", &s.west, "us-east", &group]);
     for (p, offset) in synced.iter().enumerate().filter(|(_, o)| **o >= 0) {
-        assert!(java.lines().any(|l| l == format!("{remote} {p} {offset}")), "RemoteClusterUtils disagrees on partition {p} ({offset}):\n{java}");
+        assert!(
+            java.lines().any(|l| l == format!("{remote} {p} {offset}")),
+            "RemoteClusterUtils disagrees on partition {p} ({offset}):\n{java}"
+        );
     }
     let mm2_rereads = mm2_rereads(&strait, &group, &topic);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
@@ -45,7 +52,18 @@ fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
 /// `strait offsets translate`'s mm2-syncs column (a 1:1 copy: offsets match across clusters).
 fn mm2_rereads(strait: &Strait, group: &str, topic: &str) -> Option<i64> {
     let config = strait.config_path().to_str()?.to_string();
-    let (ok, out, err) = strait_cli(&["offsets", "translate", "--config", &config, "--group", group, "--from", "us-east", "--to", "us-west"]);
+    let (ok, out, err) = strait_cli(&[
+        "offsets",
+        "translate",
+        "--config",
+        &config,
+        "--group",
+        group,
+        "--from",
+        "us-east",
+        "--to",
+        "us-west",
+    ]);
     assert!(ok, "{err}");
     let mut total = 0;
     for row in out.lines().filter(|l| l.starts_with(topic)) {
@@ -89,12 +107,19 @@ fn a_transactional_source_with_an_aborted_transaction() {
     let group = unique("orders-cg");
     let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
     let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == 200), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == 200),
+        "log:\n{}",
+        strait.log_text()
+    );
     let east_read = consume_as_group(&s.east, &topic, &group, 120);
     let committed = committed_offsets(&s.east, &group, &topic, 3);
     // Gaps upstream, none downstream: the translated offsets differ from the committed ones.
     let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
-    assert!(synced.iter().zip(&committed).any(|(w, e)| w != e), "offsets should differ across the gaps: {synced:?} {committed:?}");
+    assert!(
+        synced.iter().zip(&committed).any(|(w, e)| w != e),
+        "offsets should differ across the gaps: {synced:?} {committed:?}"
+    );
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     let o = Outcome::of(&sent, &east_read, &west_read, 3);
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
@@ -108,7 +133,10 @@ fn exactly_once_replication_translates_exactly_across_its_own_commit_markers() {
     let layout = [67, 67, 66];
     let sent = layout_records(&layout);
     let group = unique("orders-cg");
-    let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}\nexactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 200")));
+    let strait = Strait::start(&east_to_west(
+        &topic,
+        &format!("groups = {group}\nexactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 200"),
+    ));
     let remote = format!("us-east.{topic}");
     // Four rounds, each a quarter of every partition, each committed on the target before the
     // next is sent: strait's commit markers sit between them in every remote partition.
@@ -122,15 +150,25 @@ fn exactly_once_replication_translates_exactly_across_its_own_commit_markers() {
         }
         produce(&s.east, &topic, &chunk, &[]);
         readable += chunk.len();
-        assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == readable), "round {round}; log:\n{}", strait.log_text());
+        assert!(
+            wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 3) == readable),
+            "round {round}; log:\n{}",
+            strait.log_text()
+        );
     }
-    assert!(record_count(&s.west, &remote) >= 200 + 3 * 4, "a commit marker per round and partition takes an offset each");
+    assert!(
+        record_count(&s.west, &remote) >= 200 + 3 * 4,
+        "a commit marker per round and partition takes an offset each"
+    );
 
     let east_read = consume_as_group(&s.east, &topic, &group, 120);
     let committed = committed_offsets(&s.east, &group, &topic, 3);
     // No gap upstream, a marker after every round downstream: the offsets differ.
     let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
-    assert!(synced.iter().zip(&committed).any(|(w, e)| w != e), "offsets should differ across the markers: {synced:?} {committed:?}");
+    assert!(
+        synced.iter().zip(&committed).any(|(w, e)| w != e),
+        "offsets should differ across the markers: {synced:?} {committed:?}"
+    );
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     let o = Outcome::of(&sent, &east_read, &west_read, 3);
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
@@ -145,12 +183,18 @@ fn a_compacted_source_topic() {
         &topic,
         1,
         3,
-        &[("cleanup.policy", "compact"), ("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")],
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.001"),
+            ("delete.retention.ms", "100"),
+        ],
     );
     // Three rounds over 60 keys, each in its own segment; compaction leaves the last round.
     let mut sent = Vec::new();
     for round in 0..3 {
-        let batch: Vec<TestRecord> = (0..60).map(|k| TestRecord::kv(0, &format!("key-{k}"), &format!("v{round}-{k}"))).collect();
+        let batch: Vec<TestRecord> =
+            (0..60).map(|k| TestRecord::kv(0, &format!("key-{k}"), &format!("v{round}-{k}"))).collect();
         produce(&s.east, &topic, &batch, &[]);
         sent.extend(batch);
         std::thread::sleep(Duration::from_millis(300));
@@ -164,7 +208,11 @@ fn a_compacted_source_topic() {
     let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
     let remote = format!("us-east.{topic}");
     let left = count_readable(&s.east, &topic, 1);
-    assert!(wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 1) >= left), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || count_readable(&s.west, &remote, 1) >= left),
+        "log:\n{}",
+        strait.log_text()
+    );
     let east_read = consume_as_group(&s.east, &topic, &group, 30);
     let committed = committed_offsets(&s.east, &group, &topic, 1);
     wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
@@ -185,14 +233,22 @@ fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
 
     let mut east_read = consume_as_group(&s.east, &topic, &group, 60);
     let first = committed_offsets(&s.east, &group, &topic, 3);
-    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == first), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == first),
+        "log:\n{}",
+        strait.log_text()
+    );
     drop(strait);
 
     // Between commits strait restarts.
     let strait = Strait::start(&config);
     east_read.extend(consume_as_group(&s.east, &topic, &group, 60));
     let second = committed_offsets(&s.east, &group, &topic, 3);
-    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == second), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == second),
+        "log:\n{}",
+        strait.log_text()
+    );
     let history = checkpoint_history(&s.west, &group);
     for p in 0..3 {
         let downs: Vec<i64> = history.iter().filter(|c| c.partition == p).map(|c| c.downstream).collect();
@@ -206,7 +262,11 @@ fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
     // The group reads to 90% on us-east, is checkpointed there, then is rewound to 10%.
     let late: Vec<i64> = [67, 67, 66].iter().map(|n| n * 9 / 10).collect();
     commit(&s.east, &group, &topic, &late);
-    assert!(wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == late), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || latest_checkpoints(&s.west, &group, &remote, 3) == late),
+        "log:\n{}",
+        strait.log_text()
+    );
     let early: Vec<i64> = [67, 67, 66].iter().map(|n| n / 10).collect();
     commit(&s.east, &group, &topic, &early);
     assert!(
@@ -258,7 +318,11 @@ fn replicated_orders(extra: &str) -> Replicated {
     let config = east_to_west(&topic, &format!("groups = {group}\n{extra}"));
     let strait = Strait::start(&config);
     let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200),
+        "log:\n{}",
+        strait.log_text()
+    );
     Replicated { topic, sent, group, config, strait, remote }
 }
 
@@ -298,7 +362,11 @@ impl Outcome {
 }
 
 fn commit(bootstrap: &str, group: &str, topic: &str, offsets: &[i64]) {
-    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().expect("consumer");
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
     let mut tpl = TopicPartitionList::new();
     for (p, o) in offsets.iter().enumerate() {
         tpl.add_partition_offset(topic, p as i32, Offset::Offset(*o)).expect("tpl");
@@ -344,13 +412,21 @@ fn a_group_committed_at_the_start_of_an_empty_partition_fails_over_to_the_start_
 
     let strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}")));
     let remote = format!("us-east.{topic}");
-    assert_eq!(wait_for_group_sync(&s.west, &group, &remote, &[0, 0], &strait), vec![0, 0], "exact translation gives the start");
+    assert_eq!(
+        wait_for_group_sync(&s.west, &group, &remote, &[0, 0], &strait),
+        vec![0, 0],
+        "exact translation gives the start"
+    );
 
     // Produced after the failover point and replicated before the consumer starts on us-west:
     // with no commit there, `latest` would skip all of it.
     let sent: Vec<TestRecord> = (0..100).map(|i| TestRecord::kv(i % 2, &format!("k{i}"), &format!("v{i}"))).collect();
     produce(&s.east, &topic, &sent, &[]);
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 100), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 100),
+        "log:\n{}",
+        strait.log_text()
+    );
     let c = latest_consumer(&s.west);
     c.subscribe(&[&remote]).expect("subscribe");
     let mut read = 0;

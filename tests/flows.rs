@@ -46,8 +46,14 @@ fn a_parked_flow_leaves_the_other_flow_replicating() {
     produce(&s.west, &healthy, &first, &[]);
 
     let mut strait = Strait::start(&one_failing_one_healthy(&failing, &healthy));
-    let parked = |st: &Strait| st.metric("strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]) == Some(1.0);
-    assert!(wait_until(WAIT, || parked(&strait)), "{EAST_TO_WEST} never parked; metrics:\n{}\nlog:\n{}", strait.metrics(), strait.log_text());
+    let parked =
+        |st: &Strait| st.metric("strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]) == Some(1.0);
+    assert!(
+        wait_until(WAIT, || parked(&strait)),
+        "{EAST_TO_WEST} never parked; metrics:\n{}\nlog:\n{}",
+        strait.metrics(),
+        strait.log_text()
+    );
 
     let remote_healthy = format!("us-west.{healthy}");
     let got = read_all(&s.east, &remote_healthy, 20, WAIT);
@@ -57,20 +63,38 @@ fn a_parked_flow_leaves_the_other_flow_replicating() {
     let second = batch("second", 20);
     produce(&s.west, &healthy, &second, &[]);
     let got = read_all(&s.east, &remote_healthy, 40, WAIT);
-    assert_eq!(values(&got[0]), [values(&first), values(&second)].concat(), "the healthy flow after the park; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&first), values(&second)].concat(),
+        "the healthy flow after the park; log:\n{}",
+        strait.log_text()
+    );
 
     assert!(strait.is_running(), "one parked flow of two must not stop the process; log:\n{}", strait.log_text());
     let page = strait.metrics();
     assert_eq!(metric_value(&page, "strait_flow_up", &[("flow", EAST_TO_WEST)]), Some(0.0), "{page}");
     assert_eq!(metric_value(&page, "strait_flow_up", &[("flow", WEST_TO_EAST)]), Some(1.0), "{page}");
-    assert_eq!(metric_value(&page, "strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]), Some(1.0), "{page}");
-    assert_eq!(metric_value(&page, "strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "running")]), Some(0.0), "{page}");
-    assert_eq!(metric_value(&page, "strait_flow_state", &[("flow", WEST_TO_EAST), ("state", "running")]), Some(1.0), "{page}");
+    assert_eq!(
+        metric_value(&page, "strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]),
+        Some(1.0),
+        "{page}"
+    );
+    assert_eq!(
+        metric_value(&page, "strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "running")]),
+        Some(0.0),
+        "{page}"
+    );
+    assert_eq!(
+        metric_value(&page, "strait_flow_state", &[("flow", WEST_TO_EAST), ("state", "running")]),
+        Some(1.0),
+        "{page}"
+    );
     // Parked before its batch: nothing of it reached the target.
     assert_eq!(record_count(&s.west, &format!("us-east.{failing}")), 0);
 
     let log = strait.log_text();
-    let line = flow_state_line(&log, EAST_TO_WEST, "parked").unwrap_or_else(|| panic!("no `flow state` line parking {EAST_TO_WEST}:\n{log}"));
+    let line = flow_state_line(&log, EAST_TO_WEST, "parked")
+        .unwrap_or_else(|| panic!("no `flow state` line parking {EAST_TO_WEST}:\n{log}"));
     assert!(line.contains("reason=") && line.contains("refusing a batch of"), "the park names its reason: {line}");
 
     let (ok, out, err) = strait.status();
@@ -87,7 +111,10 @@ fn a_process_whose_every_flow_is_parked_exits_non_zero() {
     let topic = unique("all-parked");
     create_topic(&s.east, &topic, 1, 1, &[]);
     produce(&s.east, &topic, &batch("doomed", 5), &[]);
-    let extra = format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = error\n", plugin("misbehave").display());
+    let extra = format!(
+        "replication.policy.wasm = {}\nreplication.policy.misbehave.mode = error\n",
+        plugin("misbehave").display()
+    );
     let started = Instant::now();
     let mut strait = Strait::start(&east_to_west(&topic, &extra));
     let status = strait
@@ -97,7 +124,10 @@ fn a_process_whose_every_flow_is_parked_exits_non_zero() {
     println!("exited {status} after {:?}", started.elapsed());
     assert!(!status.success(), "every flow parked must exit non-zero; log:\n{log}");
     assert!(flow_state_line(&log, EAST_TO_WEST, "parked").is_some(), "the flow was parked first:\n{log}");
-    assert!(log.lines().any(|l| l.contains(EAST_TO_WEST) && l.contains("refusing a batch of")), "the log names the flow and the reason:\n{log}");
+    assert!(
+        log.lines().any(|l| l.contains(EAST_TO_WEST) && l.contains("refusing a batch of")),
+        "the log names the flow and the reason:\n{log}"
+    );
     assert_eq!(record_count(&s.west, &format!("us-east.{topic}")), 0);
 }
 
@@ -113,20 +143,34 @@ fn fail_fast_stops_every_flow_on_the_first_failure() {
     // Both flows run: the healthy one replicates, the other has nothing to fail on yet.
     produce(&s.west, &healthy, &batch("fine", 5), &[]);
     let remote_healthy = format!("us-west.{healthy}");
-    assert!(wait_until(WAIT, || record_count(&s.east, &remote_healthy) == 5), "the healthy flow never ran; log:\n{}", strait.log_text());
+    assert!(
+        wait_until(WAIT, || record_count(&s.east, &remote_healthy) == 5),
+        "the healthy flow never ran; log:\n{}",
+        strait.log_text()
+    );
     assert!(strait.is_running(), "{}", strait.log_text());
 
     // The first failure ends the process, the running healthy flow with it.
     produce(&s.east, &failing, &batch("doomed", 5), &[]);
     let failed_at = Instant::now();
-    let status = strait
-        .wait_exit(Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("--fail-fast: still running 30 s after {EAST_TO_WEST} got a batch to fail on; log:\n{}", strait.log_text()));
+    let status = strait.wait_exit(Duration::from_secs(30)).unwrap_or_else(|| {
+        panic!(
+            "--fail-fast: still running 30 s after {EAST_TO_WEST} got a batch to fail on; log:\n{}",
+            strait.log_text()
+        )
+    });
     let log = strait.log_text();
     println!("exited {status} {:?} after the failing batch was produced", failed_at.elapsed());
     assert!(!status.success(), "{log}");
-    assert!(log.lines().any(|l| l.contains(EAST_TO_WEST) && l.contains("refusing a batch of")), "the failure names the flow and the reason:\n{log}");
-    assert_eq!(record_count(&s.west, &format!("us-east.{failing}")), 0, "nothing of the failed batch reached the target");
+    assert!(
+        log.lines().any(|l| l.contains(EAST_TO_WEST) && l.contains("refusing a batch of")),
+        "the failure names the flow and the reason:\n{log}"
+    );
+    assert_eq!(
+        record_count(&s.west, &format!("us-east.{failing}")),
+        0,
+        "nothing of the failed batch reached the target"
+    );
 }
 
 /// Records a second the source receives, of about `VALUE` bytes each.
@@ -156,7 +200,11 @@ fn a_frozen_target_holds_back_only_its_own_flow() {
         let n = record_count(bootstrap, &remote);
         n >= 5 * RATE as i64 && n + RATE as i64 >= producer.sent() as i64
     };
-    assert!(wait_until(Duration::from_secs(120), || caught_up(&s.west) && caught_up(&frz.bootstrap)), "flows never caught up; log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(120), || caught_up(&s.west) && caught_up(&frz.bootstrap)),
+        "flows never caught up; log:\n{}",
+        strait.log_text()
+    );
 
     let measure = |window: Duration| -> (f64, f64) {
         let (c0, p0, t0) = (record_count(&s.west, &remote), producer.sent(), Instant::now());
@@ -165,13 +213,20 @@ fn a_frozen_target_holds_back_only_its_own_flow() {
         ((c1 - c0) as f64 / dt, (p1 - p0) as f64 / dt)
     };
     let (healthy_rate, produced_rate) = measure(Duration::from_secs(20));
-    println!("both targets up: us-west received {healthy_rate:.0} records/s while the source received {produced_rate:.0}/s");
-    assert!(healthy_rate >= 0.8 * produced_rate, "us-west does not keep up even with both targets up: {healthy_rate:.0}/s of {produced_rate:.0}/s");
+    println!(
+        "both targets up: us-west received {healthy_rate:.0} records/s while the source received {produced_rate:.0}/s"
+    );
+    assert!(
+        healthy_rate >= 0.8 * produced_rate,
+        "us-west does not keep up even with both targets up: {healthy_rate:.0}/s of {produced_rate:.0}/s"
+    );
 
     frz.freeze();
     let (frozen_rate, produced_rate) = measure(Duration::from_secs(60));
     frz.thaw();
-    println!("frz frozen 60 s: us-west received {frozen_rate:.0} records/s while the source received {produced_rate:.0}/s");
+    println!(
+        "frz frozen 60 s: us-west received {frozen_rate:.0} records/s while the source received {produced_rate:.0}/s"
+    );
     assert!(
         frozen_rate >= 0.8 * healthy_rate,
         "a frozen frz held back us-east->us-west: {frozen_rate:.0}/s, under 0.8 × {healthy_rate:.0}/s; log:\n{}",
@@ -181,12 +236,19 @@ fn a_frozen_target_holds_back_only_its_own_flow() {
     let total = producer.finish();
     println!("{total} records produced");
     for (name, bootstrap) in [("frz", &frz.bootstrap), ("us-west", &s.west)] {
-        let settled = settled_count(bootstrap, &remote, total as i64, Duration::from_secs(180))
-            .unwrap_or_else(|| panic!("{name} holds {} of {total}; log:\n{}", record_count(bootstrap, &remote), strait.log_text()));
+        let settled = settled_count(bootstrap, &remote, total as i64, Duration::from_secs(180)).unwrap_or_else(|| {
+            panic!("{name} holds {} of {total}; log:\n{}", record_count(bootstrap, &remote), strait.log_text())
+        });
         let got = read_all(bootstrap, &remote, settled as usize, Duration::from_secs(180));
         let check = check_seqs(got.iter().flatten(), total);
         println!("{name}: {settled} records, {} duplicates, {} missing", check.duplicates, check.missing);
-        assert_eq!(check.missing, 0, "{name} lost records, first {:?}; log:\n{}", check.first_missing, strait.log_text());
+        assert_eq!(
+            check.missing,
+            0,
+            "{name} lost records, first {:?}; log:\n{}",
+            check.first_missing,
+            strait.log_text()
+        );
         assert_eq!(check.foreign, 0, "{name} holds records the source never had");
     }
     drop(strait);

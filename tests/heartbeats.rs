@@ -16,7 +16,8 @@ fn heartbeats_reach_the_target_every_second_and_travel_onward_as_alias_heartbeat
         s.east, s.west
     );
     let strait = Strait::start(&config);
-    let fresh = |b: &Option<Heartbeat>| b.as_ref().is_some_and(|b| strait_core::pipeline::now_millis() - b.timestamp < 10_000);
+    let fresh =
+        |b: &Option<Heartbeat>| b.as_ref().is_some_and(|b| strait_core::pipeline::now_millis() - b.timestamp < 10_000);
     let mut on_west = None;
     assert!(
         wait_until(Duration::from_secs(60), || {

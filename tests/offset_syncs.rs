@@ -23,7 +23,8 @@ fn syncs_of(bootstrap: &str, syncs_topic: &str, topic: &str) -> Vec<OffsetSync> 
     while std::time::Instant::now() < deadline {
         match c.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
-                let decoded = OffsetSync::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default()).expect("MM2 layout");
+                let decoded = OffsetSync::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default())
+                    .expect("MM2 layout");
                 if decoded.0 == (topic.to_string(), 0) {
                     out.push(decoded.1);
                 }
@@ -46,16 +47,28 @@ fn offset_syncs_land_on_the_source_in_mm2_layout_at_least_every_offset_lag_max_r
     let sent: Vec<TestRecord> = (0..450).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect();
     produce(&s.east, &topic, &sent, &[]);
     let strait = Strait::start(&east_to_west(&topic, ""));
-    assert!(wait_until(WAIT, || record_count(&s.west, &format!("us-east.{topic}")) == 450), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(WAIT, || record_count(&s.west, &format!("us-east.{topic}")) == 450),
+        "log:\n{}",
+        strait.log_text()
+    );
     let mut syncs = Vec::new();
     wait_until(Duration::from_secs(30), || {
         syncs = syncs_of(&s.east, "mm2-offset-syncs.us-west.internal", &topic);
         syncs.last().is_some_and(|last| last.upstream >= 449 - 100)
     });
-    assert_eq!(syncs.first(), Some(&OffsetSync { upstream: 0, downstream: 0 }), "the first record is synced: {syncs:?}");
+    assert_eq!(
+        syncs.first(),
+        Some(&OffsetSync { upstream: 0, downstream: 0 }),
+        "the first record is synced: {syncs:?}"
+    );
     for pair in syncs.windows(2) {
         assert!(pair[1].downstream - pair[0].downstream <= 101, "syncs more than offset.lag.max apart: {syncs:?}");
-        assert_eq!(pair[1].upstream - pair[0].upstream, pair[1].downstream - pair[0].downstream, "a 1:1 mirror: {syncs:?}");
+        assert_eq!(
+            pair[1].upstream - pair[0].upstream,
+            pair[1].downstream - pair[0].downstream,
+            "a 1:1 mirror: {syncs:?}"
+        );
     }
     assert!(syncs.len() >= 4 && syncs.len() <= 10, "about one sync per 100 records, got {}: {syncs:?}", syncs.len());
 }
@@ -88,5 +101,9 @@ fn offset_syncs_can_live_on_the_target_or_be_turned_off() {
     let quiet = Strait::start(&config);
     read_all(&s.west, &format!("us-east.{topic}"), 1, WAIT);
     std::thread::sleep(Duration::from_secs(2));
-    assert!(!topic_names(&s.east).contains(&format!("mm2-offset-syncs.{alias}.internal")), "log:\n{}", quiet.log_text());
+    assert!(
+        !topic_names(&s.east).contains(&format!("mm2-offset-syncs.{alias}.internal")),
+        "log:\n{}",
+        quiet.log_text()
+    );
 }

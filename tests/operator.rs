@@ -13,17 +13,32 @@ fn failover_shows_the_rpo_and_applies_positions_only_to_an_idle_group() {
     let s = stand();
     let topic = unique("orders");
     create_topic(&s.east, &topic, 3, 3, &[("min.insync.replicas", "2")]);
-    produce(&s.east, &topic, &(0..200).map(|i| TestRecord::kv(i % 3, &format!("k{i}"), &format!("order-{i}"))).collect::<Vec<_>>(), &[]);
+    produce(
+        &s.east,
+        &topic,
+        &(0..200).map(|i| TestRecord::kv(i % 3, &format!("k{i}"), &format!("order-{i}"))).collect::<Vec<_>>(),
+        &[],
+    );
     let group = unique("orders-cg");
     // Group sync off: here the operator moves the group.
-    let mut strait = Strait::start(&east_to_west(&topic, &format!("groups = {group}\nsync.group.offsets.enabled = false")));
+    let mut strait =
+        Strait::start(&east_to_west(&topic, &format!("groups = {group}\nsync.group.offsets.enabled = false")));
     let remote = format!("us-east.{topic}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200),
+        "log:\n{}",
+        strait.log_text()
+    );
     consume_as_group(&s.east, &topic, &group, 120);
     let upstream = committed_offsets(&s.east, &group, &topic, 3);
     // strait stops (positions stored); 30 more orders arrive that nobody replicates.
     strait.stop();
-    produce(&s.east, &topic, &(200..230).map(|i| TestRecord::kv(i % 3, &format!("k{i}"), &format!("order-{i}"))).collect::<Vec<_>>(), &[]);
+    produce(
+        &s.east,
+        &topic,
+        &(200..230).map(|i| TestRecord::kv(i % 3, &format!("k{i}"), &format!("order-{i}"))).collect::<Vec<_>>(),
+        &[],
+    );
 
     let config = strait.config_path().to_str().expect("utf-8 path").to_string();
     let args = ["failover", "--config", &config, "--group", &group, "--from", "us-east", "--to", "us-west"];
@@ -36,13 +51,19 @@ fn failover_shows_the_rpo_and_applies_positions_only_to_an_idle_group() {
     for (p, offset) in upstream.iter().enumerate().filter(|(_, o)| **o >= 0) {
         let row = remote.to_string();
         assert!(
-            out.lines().any(|l| l.starts_with(&row) && l.split_whitespace().collect::<Vec<_>>()[1..] == [p.to_string(), offset.to_string(), offset.to_string()]),
+            out.lines().any(|l| l.starts_with(&row)
+                && l.split_whitespace().collect::<Vec<_>>()[1..]
+                    == [p.to_string(), offset.to_string(), offset.to_string()]),
             "partition {p} should resume at {offset}:\n{out}"
         );
     }
 
     // A consumer of the group is active on us-west: --apply refuses.
-    let busy = rdkafka::ClientConfig::new().set("bootstrap.servers", &s.west).set("group.id", &group).create::<rdkafka::consumer::BaseConsumer>().expect("consumer");
+    let busy = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &s.west)
+        .set("group.id", &group)
+        .create::<rdkafka::consumer::BaseConsumer>()
+        .expect("consumer");
     rdkafka::consumer::Consumer::subscribe(&busy, &[remote.as_str()]).expect("subscribe");
     assert!(wait_until(Duration::from_secs(30), || {
         let _ = busy.poll(Duration::from_millis(100));

@@ -24,7 +24,10 @@ fn a_user_component_drops_flagged_records_and_masks_a_json_field() {
     produce(&s.east, &topic, &sent, &[]);
     let config = east_to_west(
         &topic,
-        &format!("replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n", plugin("header-filter").display()),
+        &format!(
+            "replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n",
+            plugin("header-filter").display()
+        ),
     );
     let strait = Strait::start(&config);
     let remote = format!("us-east.{topic}");
@@ -34,7 +37,10 @@ fn a_user_component_drops_flagged_records_and_masks_a_json_field() {
         .iter()
         .enumerate()
         .filter(|(i, _)| i % 4 != 0)
-        .map(|(i, r)| TestRecord { value: Some(format!(r#"{{"id":{i},"card":"***","amount":{i}}}"#).into_bytes()), ..r.clone() })
+        .map(|(i, r)| TestRecord {
+            value: Some(format!(r#"{{"id":{i},"card":"***","amount":{i}}}"#).into_bytes()),
+            ..r.clone()
+        })
         .collect();
     assert_eq!(got, vec![expected], "log:\n{}", strait.log_text());
     std::thread::sleep(Duration::from_secs(2));
@@ -55,14 +61,18 @@ fn a_hook_that_traps_loops_hoards_memory_or_errors_stops_the_flow_before_its_bat
         create_topic(&s.east, &topic, 1, 1, &[]);
         let sent: Vec<TestRecord> = (0..5).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect();
         produce(&s.east, &topic, &sent, &[]);
-        let extra = format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = {mode}\n", misbehave.display());
+        let extra =
+            format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = {mode}\n", misbehave.display());
         let mut bad = Strait::start(&east_to_west(&topic, &extra));
-        let status = bad.wait_exit(WAIT).unwrap_or_else(|| panic!("mode {mode}: strait kept running; log:\n{}", bad.log_text()));
+        let status =
+            bad.wait_exit(WAIT).unwrap_or_else(|| panic!("mode {mode}: strait kept running; log:\n{}", bad.log_text()));
         let log = bad.log_text();
         let last = log.lines().last().unwrap_or_default();
         assert!(!status.success(), "mode {mode}: {log}");
         assert!(
-            last.contains(&misbehave.display().to_string()) && last.contains("records.on-batch") && last.contains(cause),
+            last.contains(&misbehave.display().to_string())
+                && last.contains("records.on-batch")
+                && last.contains(cause),
             "mode {mode}: the error must name the plugin, the hook and `{cause}`:\n{log}"
         );
         let remote = format!("us-east.{topic}");
@@ -83,18 +93,27 @@ fn a_plugin_that_refuses_its_config_or_does_not_fit_the_contract_stops_strait_wi
     let s = stand();
     let topic = unique("refused");
     create_topic(&s.east, &topic, 1, 1, &[]);
-    let extra = format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = refuse\n", plugin("misbehave").display());
+    let extra = format!(
+        "replication.policy.wasm = {}\nreplication.policy.misbehave.mode = refuse\n",
+        plugin("misbehave").display()
+    );
     let mut refused = Strait::start(&east_to_west(&topic, &extra));
     assert!(!refused.wait_exit(WAIT).expect("exits").success());
     let log = refused.log_text();
-    assert!(log.lines().last().unwrap_or_default().contains("refused the flow's configuration: this flow is refused on purpose"), "{log}");
+    assert!(
+        log.lines()
+            .last()
+            .unwrap_or_default()
+            .contains("refused the flow's configuration: this flow is refused on purpose"),
+        "{log}"
+    );
 
-    for (plugin_name, expected) in [
-        ("old-contract", "strait:policy/lifecycle@0.0.9"),
-        ("partial", "does not implement strait:policy@0.1.0"),
-    ] {
+    for (plugin_name, expected) in
+        [("old-contract", "strait:policy/lifecycle@0.0.9"), ("partial", "does not implement strait:policy@0.1.0")]
+    {
         let path = plugin(plugin_name);
-        let mut wrong = Strait::start(&east_to_west(&topic, &format!("replication.policy.wasm = {}\n", path.display())));
+        let mut wrong =
+            Strait::start(&east_to_west(&topic, &format!("replication.policy.wasm = {}\n", path.display())));
         assert!(!wrong.wait_exit(WAIT).expect("exits").success());
         let log = wrong.log_text();
         let last = log.lines().last().unwrap_or_default();
@@ -117,10 +136,15 @@ fn replacing_the_wasm_file_or_sighup_swaps_the_policy_between_batches_without_lo
     create_topic(&s.east, &topic, 1, 1, &[]);
     let live = std::env::temp_dir().join(format!("{}.wasm", unique("live-policy")));
     std::fs::copy(plugin("header-filter"), &live).unwrap();
-    let config = east_to_west(&topic, &format!("replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n", live.display()));
+    let config = east_to_west(
+        &topic,
+        &format!("replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n", live.display()),
+    );
     let strait = Strait::start(&config);
     let remote = format!("us-east.{topic}");
-    let batch = |tag: &str| -> Vec<TestRecord> { (0..10).map(|i| TestRecord::kv(0, tag, &format!(r#"{{"card":"{tag}-{i}"}}"#))).collect() };
+    let batch = |tag: &str| -> Vec<TestRecord> {
+        (0..10).map(|i| TestRecord::kv(0, tag, &format!(r#"{{"card":"{tag}-{i}"}}"#))).collect()
+    };
 
     produce(&s.east, &topic, &batch("before"), &[]);
     assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 10), "log:\n{}", strait.log_text());
@@ -134,7 +158,8 @@ fn replacing_the_wasm_file_or_sighup_swaps_the_policy_between_batches_without_lo
     assert!(wait_until(WAIT, || record_count(&s.west, &remote) >= 20), "log:\n{}", strait.log_text());
     std::thread::sleep(Duration::from_secs(2));
     let got = read_all(&s.west, &remote, 20, WAIT);
-    let values: Vec<String> = got[0].iter().map(|r| String::from_utf8(r.value.clone().unwrap_or_default()).unwrap_or_default()).collect();
+    let values: Vec<String> =
+        got[0].iter().map(|r| String::from_utf8(r.value.clone().unwrap_or_default()).unwrap_or_default()).collect();
     assert_eq!(values.len(), 20, "no loss, no duplicate: {values:?}");
     assert!(values[..10].iter().all(|v| v == r#"{"card":"***"}"#), "{values:?}");
     assert_eq!(values[10..].to_vec(), (0..10).map(|i| format!(r#"{{"card":"after-{i}"}}"#)).collect::<Vec<_>>());
@@ -156,13 +181,20 @@ fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_writ
     let s = stand();
     let misbehave = plugin("misbehave");
     let positions = "strait-offsets.us-east.internal";
-    for internal in [positions, "__consumer_offsets", "heartbeats", "us-east.heartbeats", "us-east.checkpoints.internal"] {
+    for internal in
+        [positions, "__consumer_offsets", "heartbeats", "us-east.heartbeats", "us-east.checkpoints.internal"]
+    {
         let topic = unique("route-internal");
         create_topic(&s.east, &topic, 1, 1, &[]);
         produce(&s.east, &topic, &(0..5).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect::<Vec<_>>(), &[]);
-        let extra = format!("replication.policy.wasm = {}\nreplication.policy.misbehave.mode = route:{internal}\n", misbehave.display());
+        let extra = format!(
+            "replication.policy.wasm = {}\nreplication.policy.misbehave.mode = route:{internal}\n",
+            misbehave.display()
+        );
         let mut bad = Strait::start(&east_to_west(&topic, &extra));
-        let status = bad.wait_exit(WAIT).unwrap_or_else(|| panic!("routing to {internal}: strait kept running; log:\n{}", bad.log_text()));
+        let status = bad
+            .wait_exit(WAIT)
+            .unwrap_or_else(|| panic!("routing to {internal}: strait kept running; log:\n{}", bad.log_text()));
         let log = bad.log_text();
         let last = log.lines().last().unwrap_or_default();
         assert!(!status.success(), "{log}");
@@ -174,7 +206,10 @@ fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_writ
         if internal == positions {
             // The position topic holds strait's own records only: none of them passes the batch.
             let stored = stored_positions(&s.west, &topic);
-            assert!(stored.values().flatten().all(|next| next.is_none_or(|n| n == 0)), "a position passed the refused batch: {stored:?}");
+            assert!(
+                stored.values().flatten().all(|next| next.is_none_or(|n| n == 0)),
+                "a position passed the refused batch: {stored:?}"
+            );
         }
     }
 }
@@ -183,7 +218,11 @@ fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_writ
 fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one_config_key() {
     use support::groups::{committed_offsets, read_checkpoints, wait_for_group_sync};
     let s = stand();
-    let (shared, private, late) = (format!("shared.{}", unique("orders")), format!("private.{}", unique("orders")), format!("shared.{}", unique("late")));
+    let (shared, private, late) = (
+        format!("shared.{}", unique("orders")),
+        format!("private.{}", unique("orders")),
+        format!("shared.{}", unique("late")),
+    );
     for topic in [&shared, &private] {
         create_topic(&s.east, topic, 1, 1, &[("retention.ms", "123456789"), ("max.message.bytes", "2000000")]);
         produce(&s.east, topic, &(0..10).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect::<Vec<_>>(), &[]);
@@ -203,14 +242,25 @@ fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one
     // Sentinels: a topic created later is discovered in a later round, and a later commit is
     // checkpointed in a later round; the refused names had every chance by then.
     create_topic(&s.east, &late, 1, 1, &[]);
-    assert!(wait_until(WAIT, || partition_count(&s.west, &format!("us-east.{late}")) == Some(1)), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(WAIT, || partition_count(&s.west, &format!("us-east.{late}")) == Some(1)),
+        "log:\n{}",
+        strait.log_text()
+    );
     commit(&s.east, &shared_cg, &shared, 8);
     wait_for_group_sync(&s.west, &shared_cg, &remote, &[8], &strait);
     assert_eq!(partition_count(&s.west, &format!("us-east.{private}")), None, "filters.topic refused {private}");
-    assert!(read_checkpoints(&s.west, "us-east.checkpoints.internal", &private_cg).is_empty(), "filters.group refused {private_cg}");
+    assert!(
+        read_checkpoints(&s.west, "us-east.checkpoints.internal", &private_cg).is_empty(),
+        "filters.group refused {private_cg}"
+    );
     assert_eq!(committed_offsets(&s.west, &private_cg, &remote, 1), vec![-1]);
 
-    let cluster = strait_core::config::ClusterConfig { alias: strait_core::config::ClusterAlias::new("west"), bootstrap_servers: s.west.clone(), line: 0 };
+    let cluster = strait_core::config::ClusterConfig {
+        alias: strait_core::config::ClusterAlias::new("west"),
+        bootstrap_servers: s.west.clone(),
+        line: 0,
+    };
     let admin = strait_core::cluster::ClusterAdmin::connect(&cluster, &Default::default()).expect("admin");
     let own: std::collections::HashMap<String, Option<String>> = admin
         .topic_configs(&[&remote])
@@ -226,10 +276,15 @@ fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one
     assert!(!own.contains_key("retention.ms"), "filters.topic-config dropped retention.ms: {own:?}");
 
     // `strait validate` shows the same decisions, each with the filter that made it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait")).args(["validate", "--config"]).arg(strait.config_path()).output().expect("run strait");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["validate", "--config"])
+        .arg(strait.config_path())
+        .output()
+        .expect("run strait");
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{shown}{}", String::from_utf8_lossy(&out.stderr));
-    let line = |starts: &str| shown.lines().find(|l| l.trim_start().starts_with(starts)).unwrap_or_default().to_string();
+    let line =
+        |starts: &str| shown.lines().find(|l| l.trim_start().starts_with(starts)).unwrap_or_default().to_string();
     let topics_kept = line("topics kept");
     assert!(topics_kept.contains(&shared) && topics_kept.contains(&late) && !topics_kept.contains(&private), "{shown}");
     assert!(shown.contains(&format!("left out: {private} (filters.topic)")), "{shown}");
@@ -237,10 +292,14 @@ fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one
     assert!(groups_kept.contains(&shared_cg) && !groups_kept.contains(&private_cg), "{shown}");
     assert!(shown.contains(&format!("left out: {private_cg} (filters.group)")), "{shown}");
     let keys_kept = line("topic config keys kept");
-    let keys_kept: Vec<&str> = keys_kept.split_once(": ").map(|(_, list)| list.split(", ").collect()).unwrap_or_default();
+    let keys_kept: Vec<&str> =
+        keys_kept.split_once(": ").map(|(_, list)| list.split(", ").collect()).unwrap_or_default();
     assert!(keys_kept.contains(&"max.message.bytes") && !keys_kept.contains(&"retention.ms"), "{shown}");
     assert!(shown.contains("left out: retention.ms (filters.topic-config)"), "{shown}");
-    assert!(shown.contains("left out by config.properties.exclude"), "MM2's default exclusions (min.insync.replicas, ...) are counted:\n{shown}");
+    assert!(
+        shown.contains("left out by config.properties.exclude"),
+        "MM2's default exclusions (min.insync.replicas, ...) are counted:\n{shown}"
+    );
 }
 
 #[test]
@@ -289,7 +348,11 @@ fn filter_answers_are_cached_per_name_until_the_component_is_reloaded() {
 /// Commits `offset` on partition 0 of `topic` for `group` (which has no members).
 fn commit(bootstrap: &str, group: &str, topic: &str, offset: i64) {
     use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-    let c: BaseConsumer = rdkafka::config::ClientConfig::new().set("bootstrap.servers", bootstrap).set("group.id", group).create().expect("consumer");
+    let c: BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset)).expect("tpl");
     c.commit(&tpl, CommitMode::Sync).expect("commit");

@@ -43,7 +43,9 @@ fn readyz_names_the_flow_whose_target_is_frozen_while_healthz_stays_alive() {
     let (status, body) = get(&strait, "/readyz");
     assert_eq!(status, 503, "{body}");
     assert!(
-        body.contains(r#""ready":false"#) && body.contains(r#""us-east->frz":"#) && !body.contains(r#""us-east->us-west":"#),
+        body.contains(r#""ready":false"#)
+            && body.contains(r#""us-east->frz":"#)
+            && !body.contains(r#""us-east->us-west":"#),
         "{body}"
     );
     // The process is alive all along: its threads wait for a cluster, none is stuck in a step.
@@ -78,7 +80,8 @@ fn json_logs_are_one_object_per_line_with_the_events_fields() {
     let log = strait.log_text();
     let mut flow_events = 0;
     for line in log.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
         for key in ["timestamp", "level", "target", "message"] {
             assert!(v.get(key).is_some(), "`{key}` missing: {line}");
         }

@@ -27,7 +27,9 @@ fn values(records: &[TestRecord]) -> Vec<String> {
 
 /// Whether `log` has a `flow state` line about `flow`.
 fn state_changed(log: &str, flow: &str) -> bool {
-    log.lines().any(|l| l.contains("flow state") && (l.contains(&format!("flow={flow}")) || l.contains(&format!("flow=\"{flow}\""))))
+    log.lines().any(|l| {
+        l.contains("flow state") && (l.contains(&format!("flow={flow}")) || l.contains(&format!("flow=\"{flow}\"")))
+    })
 }
 
 /// What `log` got after it was `mark` bytes long.
@@ -65,7 +67,8 @@ fn sighup_starts_an_added_flow_without_pausing_the_running_one() {
     // Sample the running flow's target every 250 ms, 3 s before the reload and 9 s after it,
     // with one client (a new one per sample takes longer than the interval).
     let watcher = consumer(&s.west);
-    let count = || watcher.fetch_watermarks(&remote_running, 0, Duration::from_secs(5)).map_or(-1, |(low, high)| high - low);
+    let count =
+        || watcher.fetch_watermarks(&remote_running, 0, Duration::from_secs(5)).map_or(-1, |(low, high)| high - low);
     let mut samples: Vec<(Duration, i64)> = Vec::new();
     let (started, mut log_mark, mut reloaded_at) = (Instant::now(), 0, None);
     for i in 0..48u32 {
@@ -83,7 +86,12 @@ fn sighup_starts_an_added_flow_without_pausing_the_running_one() {
     let after = batch("after", 20);
     produce(&s.west, &added, &after, &[]);
     let got = read_all(&s.east, &remote_added, 40, WAIT);
-    assert_eq!(values(&got[0]), [values(&before), values(&after)].concat(), "the added flow; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&before), values(&after)].concat(),
+        "the added flow; log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(strait.metric("strait_flow_up", &[("flow", WEST_TO_EAST)]), Some(1.0), "{}", strait.metrics());
 
     // The running flow never stood still around the reload.
@@ -94,17 +102,30 @@ fn sighup_starts_an_added_flow_without_pausing_the_running_one() {
         }
         longest = longest.max(at - last_growth);
     }
-    println!("{} samples, reload at {:?}; the longest stretch without a new record on us-west: {longest:?}", samples.len(), reloaded_at);
+    println!(
+        "{} samples, reload at {:?}; the longest stretch without a new record on us-west: {longest:?}",
+        samples.len(),
+        reloaded_at
+    );
     let slowest = samples.windows(2).map(|w| w[1].0 - w[0].0).max().unwrap_or_default();
     assert!(slowest < Duration::from_secs(1), "sampling itself stalled for {slowest:?}: {samples:?}");
-    assert!(longest < Duration::from_secs(2), "the running flow paused {longest:?} around the reload: {samples:?}\nlog:\n{}", strait.log_text());
+    assert!(
+        longest < Duration::from_secs(2),
+        "the running flow paused {longest:?} around the reload: {samples:?}\nlog:\n{}",
+        strait.log_text()
+    );
     let log = strait.log_text();
-    assert!(!state_changed(since(&log, log_mark), EAST_TO_WEST), "the untouched flow changed state on the reload:\n{}", since(&log, log_mark));
+    assert!(
+        !state_changed(since(&log, log_mark), EAST_TO_WEST),
+        "the untouched flow changed state on the reload:\n{}",
+        since(&log, log_mark)
+    );
 
     // And lost nothing.
     let total = producer.finish();
-    let settled = settled_count(&s.west, &remote_running, total as i64, WAIT)
-        .unwrap_or_else(|| panic!("{} of {total} on us-west; log:\n{}", record_count(&s.west, &remote_running), strait.log_text()));
+    let settled = settled_count(&s.west, &remote_running, total as i64, WAIT).unwrap_or_else(|| {
+        panic!("{} of {total} on us-west; log:\n{}", record_count(&s.west, &remote_running), strait.log_text())
+    });
     let check = check_seqs(read_all(&s.west, &remote_running, settled as usize, WAIT).iter().flatten(), total);
     assert_eq!(check.missing, 0, "the running flow lost records around the reload, first {:?}", check.first_missing);
     assert_eq!(check.duplicates, 0, "the running flow replayed records: it was restarted");
@@ -125,8 +146,18 @@ fn a_removed_flow_stops_with_its_positions_stored() {
     let removed_before = batch("removed-before", 10);
     produce(&s.east, &kept, &kept_before, &[]);
     produce(&s.west, &removed, &removed_before, &[]);
-    assert_eq!(values(&read_all(&s.west, &remote_kept, 10, WAIT)[0]), values(&kept_before), "log:\n{}", strait.log_text());
-    assert_eq!(values(&read_all(&s.east, &remote_removed, 10, WAIT)[0]), values(&removed_before), "log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&read_all(&s.west, &remote_kept, 10, WAIT)[0]),
+        values(&kept_before),
+        "log:\n{}",
+        strait.log_text()
+    );
+    assert_eq!(
+        values(&read_all(&s.east, &remote_removed, 10, WAIT)[0]),
+        values(&removed_before),
+        "log:\n{}",
+        strait.log_text()
+    );
 
     let log_mark = strait.log_text().len();
     strait.rewrite_config(&east_to_west(&kept, ""));
@@ -136,7 +167,12 @@ fn a_removed_flow_stops_with_its_positions_stored() {
         metric_value(&page, "strait_flow_up", &[("flow", EAST_TO_WEST)]) == Some(1.0)
             && metric_value(&page, "strait_flow_up", &[("flow", WEST_TO_EAST)]).is_none_or(|up| up == 0.0)
     };
-    assert!(wait_until(WAIT, || removed_down(&strait)), "{WEST_TO_EAST} still up after its removal:\n{}\nlog:\n{}", strait.metrics(), strait.log_text());
+    assert!(
+        wait_until(WAIT, || removed_down(&strait)),
+        "{WEST_TO_EAST} still up after its removal:\n{}\nlog:\n{}",
+        strait.metrics(),
+        strait.log_text()
+    );
     let log = strait.log_text();
     let stopped = flow_state_line(since(&log, log_mark), WEST_TO_EAST, "stopped");
     assert!(stopped.is_some(), "no `flow state` line stopping {WEST_TO_EAST}:\n{}", since(&log, log_mark));
@@ -148,20 +184,39 @@ fn a_removed_flow_stops_with_its_positions_stored() {
     let sentinel = batch("kept-sentinel", 1);
     produce(&s.east, &kept, &sentinel, &[]);
     let got = read_all(&s.west, &remote_kept, 11, WAIT);
-    assert_eq!(values(&got[0]), [values(&kept_before), values(&sentinel)].concat(), "the kept flow; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&kept_before), values(&sentinel)].concat(),
+        "the kept flow; log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(record_count(&s.east, &remote_removed), 10, "the removed flow replicated after its removal");
     let log = strait.log_text();
-    assert!(!state_changed(since(&log, log_mark), EAST_TO_WEST), "the kept flow changed state on the reload:\n{}", since(&log, log_mark));
+    assert!(
+        !state_changed(since(&log, log_mark), EAST_TO_WEST),
+        "the kept flow changed state on the reload:\n{}",
+        since(&log, log_mark)
+    );
 
     // Added back, it resumes at its stored position: every record once, no gap, no replay.
     strait.rewrite_config(&both);
     strait.signal("HUP");
     let got = read_all(&s.east, &remote_removed, 15, WAIT);
-    assert_eq!(values(&got[0]), [values(&removed_before), values(&removed_after)].concat(), "log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&removed_before), values(&removed_after)].concat(),
+        "log:\n{}",
+        strait.log_text()
+    );
     let sentinel = batch("removed-sentinel", 1);
     produce(&s.west, &removed, &sentinel, &[]);
     let got = read_all(&s.east, &remote_removed, 16, WAIT);
-    assert_eq!(values(&got[0]), [values(&removed_before), values(&removed_after), values(&sentinel)].concat(), "log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&removed_before), values(&removed_after), values(&sentinel)].concat(),
+        "log:\n{}",
+        strait.log_text()
+    );
     assert_eq!(record_count(&s.east, &remote_removed), 16);
 }
 
@@ -188,24 +243,35 @@ fn an_invalid_config_is_refused_and_the_running_flows_are_kept() {
         strait.log_text()
     );
     let log = strait.log_text();
-    let refused = since(&log, log_mark).lines().find(|l| l.contains("config reload refused")).unwrap_or_default().to_string();
+    let refused =
+        since(&log, log_mark).lines().find(|l| l.contains("config reload refused")).unwrap_or_default().to_string();
     assert!(refused.contains("clusters"), "the refusal gives the reason (the missing `clusters` line): {refused}");
 
     let second = batch("second", 10);
     produce(&s.east, &topic, &second, &[]);
     let got = read_all(&s.west, &remote, 20, WAIT);
-    assert_eq!(values(&got[0]), [values(&first), values(&second)].concat(), "records after the refusal; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        [values(&first), values(&second)].concat(),
+        "records after the refusal; log:\n{}",
+        strait.log_text()
+    );
     assert!(strait.is_running(), "{}", strait.log_text());
     assert_eq!(strait.metric("strait_flow_up", &[("flow", EAST_TO_WEST)]), Some(1.0), "{}", strait.metrics());
     let log = strait.log_text();
-    assert!(!state_changed(since(&log, log_mark), EAST_TO_WEST), "the running flow changed state on the refused reload:\n{}", since(&log, log_mark));
+    assert!(
+        !state_changed(since(&log, log_mark), EAST_TO_WEST),
+        "the running flow changed state on the refused reload:\n{}",
+        since(&log, log_mark)
+    );
 }
 
 #[test]
 fn a_changed_flow_restarts_with_its_new_settings_and_a_parked_flow_starts_once_its_config_is_fixed() {
     let _serial = one_at_a_time();
     let s = stand();
-    let (parked_topic, first_topic, added_topic) = (unique("reload-parked"), unique("reload-first"), unique("reload-added"));
+    let (parked_topic, first_topic, added_topic) =
+        (unique("reload-parked"), unique("reload-first"), unique("reload-added"));
     create_topic(&s.east, &parked_topic, 1, 1, &[]);
     create_topic(&s.west, &first_topic, 1, 1, &[]);
     create_topic(&s.west, &added_topic, 1, 1, &[]);
@@ -219,10 +285,16 @@ fn a_changed_flow_restarts_with_its_new_settings_and_a_parked_flow_starts_once_i
     produce(&s.east, &parked_topic, &parked_records, &[]);
     let first_records = batch("first", 10);
     produce(&s.west, &first_topic, &first_records, &[]);
-    let parked = |st: &Strait| st.metric("strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]) == Some(1.0);
+    let parked =
+        |st: &Strait| st.metric("strait_flow_state", &[("flow", EAST_TO_WEST), ("state", "parked")]) == Some(1.0);
     assert!(wait_until(WAIT, || parked(&strait)), "{EAST_TO_WEST} never parked; log:\n{}", strait.log_text());
     let remote_first = format!("us-west.{first_topic}");
-    assert_eq!(values(&read_all(&s.east, &remote_first, 10, WAIT)[0]), values(&first_records), "log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&read_all(&s.east, &remote_first, 10, WAIT)[0]),
+        values(&first_records),
+        "log:\n{}",
+        strait.log_text()
+    );
 
     // The fix: no failing hook for the parked flow, and one more topic for the running flow.
     let log_mark = strait.log_text().len();
@@ -230,11 +302,21 @@ fn a_changed_flow_restarts_with_its_new_settings_and_a_parked_flow_starts_once_i
     strait.signal("HUP");
     let remote_parked = format!("us-east.{parked_topic}");
     let got = read_all(&s.west, &remote_parked, 10, WAIT);
-    assert_eq!(values(&got[0]), values(&parked_records), "the parked flow started again from where it parked; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&got[0]),
+        values(&parked_records),
+        "the parked flow started again from where it parked; log:\n{}",
+        strait.log_text()
+    );
     let restarted = wait_until(WAIT, || {
         let log = strait.log_text();
         let after = since(&log, log_mark);
-        flow_state_line(after, WEST_TO_EAST, "stopped").is_some() && after.lines().filter(|l| l.contains("flow state") && l.contains(WEST_TO_EAST) && l.contains("running")).count() > 0
+        flow_state_line(after, WEST_TO_EAST, "stopped").is_some()
+            && after
+                .lines()
+                .filter(|l| l.contains("flow state") && l.contains(WEST_TO_EAST) && l.contains("running"))
+                .count()
+                > 0
     });
     assert!(restarted, "the changed flow was stopped and started again:\n{}", since(&strait.log_text(), log_mark));
 
@@ -243,7 +325,12 @@ fn a_changed_flow_restarts_with_its_new_settings_and_a_parked_flow_starts_once_i
     let more_first = batch("first-more", 5);
     produce(&s.west, &first_topic, &more_first, &[]);
     let remote_added = format!("us-west.{added_topic}");
-    assert_eq!(values(&read_all(&s.east, &remote_added, 10, WAIT)[0]), values(&added_records), "the new setting took effect; log:\n{}", strait.log_text());
+    assert_eq!(
+        values(&read_all(&s.east, &remote_added, 10, WAIT)[0]),
+        values(&added_records),
+        "the new setting took effect; log:\n{}",
+        strait.log_text()
+    );
     // The restart resumed at the stored position: the first topic has every record once.
     let got = read_all(&s.east, &remote_first, 15, WAIT);
     assert_eq!(values(&got[0]), [values(&first_records), values(&more_first)].concat(), "log:\n{}", strait.log_text());

@@ -13,7 +13,8 @@ fn seed_stand_200_orders_arrive_200_of_200_in_the_same_partitions_and_order() {
     let s = stand();
     let orders = unique("orders");
     create_topic(&s.east, &orders, 3, 3, &[("min.insync.replicas", "2")]);
-    let sent: Vec<TestRecord> = (0..200).map(|i| TestRecord::kv(i % 3, &format!("order-{i}"), &format!("{{\"id\":{i}}}"))).collect();
+    let sent: Vec<TestRecord> =
+        (0..200).map(|i| TestRecord::kv(i % 3, &format!("order-{i}"), &format!("{{\"id\":{i}}}"))).collect();
     produce(&s.east, &orders, &sent, &[]);
 
     // The seed articles' file, as `examples/active-passive` ships it.
@@ -58,7 +59,8 @@ fn headers_null_keys_tombstones_and_timestamps_survive() {
     create_topic(&s.east, &topic, 2, 1, &[]);
     // Explicit timestamps an hour back: old enough to tell from append time, young enough that
     // the brokers' 7-day retention does not delete them mid-test.
-    let base = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 3_600_000;
+    let base =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 3_600_000;
     let sent = vec![
         TestRecord { partition: 0, key: None, value: Some(b"no key".to_vec()), headers: vec![], timestamp: Some(base) },
         TestRecord { partition: 0, key: Some(b"k".to_vec()), value: None, headers: vec![], timestamp: Some(base + 1) },
@@ -66,10 +68,20 @@ fn headers_null_keys_tombstones_and_timestamps_survive() {
             partition: 1,
             key: Some(b"h".to_vec()),
             value: Some(vec![0, 159, 146, 150]),
-            headers: vec![("trace".into(), Some(b"abc".to_vec())), ("null-header".into(), None), ("trace".into(), Some(b"dup".to_vec()))],
+            headers: vec![
+                ("trace".into(), Some(b"abc".to_vec())),
+                ("null-header".into(), None),
+                ("trace".into(), Some(b"dup".to_vec())),
+            ],
             timestamp: Some(base - 60_000),
         },
-        TestRecord { partition: 1, key: None, value: None, headers: vec![("only".into(), Some(vec![]))], timestamp: Some(base + 2) },
+        TestRecord {
+            partition: 1,
+            key: None,
+            value: None,
+            headers: vec![("only".into(), Some(vec![]))],
+            timestamp: Some(base + 2),
+        },
     ];
     produce(&s.east, &topic, &sent, &[]);
     let strait = Strait::start(&east_to_west(&topic, ""));
@@ -84,7 +96,8 @@ fn batches_compressed_with_gzip_snappy_lz4_and_zstd_are_replicated() {
     create_topic(&s.east, &topic, 1, 1, &[]);
     let mut sent = Vec::new();
     for codec in ["gzip", "snappy", "lz4", "zstd"] {
-        let batch: Vec<TestRecord> = (0..50).map(|i| TestRecord::kv(0, codec, &format!("{codec}-{i}-{}", "x".repeat(200)))).collect();
+        let batch: Vec<TestRecord> =
+            (0..50).map(|i| TestRecord::kv(0, codec, &format!("{codec}-{i}-{}", "x".repeat(200)))).collect();
         produce(&s.east, &topic, &batch, &[("compression.type", codec)]);
         sent.extend(batch);
     }
@@ -103,7 +116,8 @@ fn aborted_transactions_never_reach_the_target() {
     let p = producer(&s.east, &[("transactional.id", &unique("txn-producer"))]);
     p.init_transactions(Duration::from_secs(30)).expect("init transactions");
     let t = Duration::from_secs(30);
-    let batch = |tag: &str| -> Vec<TestRecord> { (0..10).map(|i| TestRecord::kv(0, tag, &format!("{tag}-{i}"))).collect() };
+    let batch =
+        |tag: &str| -> Vec<TestRecord> { (0..10).map(|i| TestRecord::kv(0, tag, &format!("{tag}-{i}"))).collect() };
     p.begin_transaction().unwrap();
     send_all(&p, &topic, &batch("committed-1"));
     p.commit_transaction(t).unwrap();
@@ -191,7 +205,15 @@ fn new_topics_and_new_partitions_are_picked_up_while_running() {
 
     let got_b = read_all(&s.west, &format!("us-east.{second}"), 2, WAIT);
     assert_eq!(got_b.iter().map(Vec::len).sum::<usize>(), 2, "strait log:\n{}", strait.log_text());
-    assert!(wait_until(WAIT, || partition_count(&s.west, &format!("us-east.{first}")) == Some(3)), "remote topic grew to 3 partitions");
+    assert!(
+        wait_until(WAIT, || partition_count(&s.west, &format!("us-east.{first}")) == Some(3)),
+        "remote topic grew to 3 partitions"
+    );
     let got_a = read_all(&s.west, &format!("us-east.{first}"), 2, WAIT);
-    assert_eq!(got_a[2].len(), 1, "the record in the new partition arrived in the same partition; log:\n{}", strait.log_text());
+    assert_eq!(
+        got_a[2].len(),
+        1,
+        "the record in the new partition arrived in the same partition; log:\n{}",
+        strait.log_text()
+    );
 }

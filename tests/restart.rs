@@ -26,7 +26,13 @@ fn kill_9_mid_stream_then_restart_loses_no_record_and_keeps_partition_order() {
             let p = producer(&east, &[]);
             for chunk in 0..(RECORDS / 5_000) {
                 let records: Vec<TestRecord> = (chunk * 5_000..(chunk + 1) * 5_000)
-                    .map(|i| TestRecord::kv(i as i32 % PARTITIONS, &i.to_string(), &format!("{}:{i}:{}", i as i32 % PARTITIONS, "v".repeat(64))))
+                    .map(|i| {
+                        TestRecord::kv(
+                            i as i32 % PARTITIONS,
+                            &i.to_string(),
+                            &format!("{}:{i}:{}", i as i32 % PARTITIONS, "v".repeat(64)),
+                        )
+                    })
                     .collect();
                 send_all(&p, &topic, &records);
                 std::thread::sleep(Duration::from_millis(500));
@@ -44,7 +50,10 @@ fn kill_9_mid_stream_then_restart_loses_no_record_and_keeps_partition_order() {
     );
     first.kill9();
     let at_kill = record_count(&s.west, &remote);
-    assert!(producing.load(Ordering::Relaxed) || at_kill < RECORDS as i64, "the kill must land mid-stream (target had {at_kill})");
+    assert!(
+        producing.load(Ordering::Relaxed) || at_kill < RECORDS as i64,
+        "the kill must land mid-stream (target had {at_kill})"
+    );
 
     let second = first.restart();
     writer.join().expect("writer thread");

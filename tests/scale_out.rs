@@ -14,7 +14,13 @@ const SESSION: Duration = Duration::from_secs(6);
 const RECORDS: u64 = 500_000;
 
 fn config(topic: &str) -> String {
-    east_to_west(topic, &format!("tasks.max = {PARTITIONS}\nstrait.group.session.timeout.ms = {}\noffset.flush.interval.ms = 500\n", SESSION.as_millis()))
+    east_to_west(
+        topic,
+        &format!(
+            "tasks.max = {PARTITIONS}\nstrait.group.session.timeout.ms = {}\noffset.flush.interval.ms = 500\n",
+            SESSION.as_millis()
+        ),
+    )
 }
 
 fn share(strait: &Strait) -> f64 {
@@ -49,7 +55,11 @@ fn three_processes_share_a_flow_and_a_kill_9_hands_its_share_to_the_others_losin
     let cfg = config(&topic);
     let mut members: Vec<Strait> = (0..3).map(|_| Strait::start(&cfg)).collect();
 
-    assert!(wait_until(Duration::from_secs(90), || split(&members)), "the members never split the 6 partitions; logs:\n{}", logs(&members));
+    assert!(
+        wait_until(Duration::from_secs(90), || split(&members)),
+        "the members never split the 6 partitions; logs:\n{}",
+        logs(&members)
+    );
     let shares: Vec<f64> = members.iter().map(share).collect();
     println!("shares of the 6 partitions: {shares:?}");
 
@@ -67,13 +77,16 @@ fn three_processes_share_a_flow_and_a_kill_9_hands_its_share_to_the_others_losin
         logs(&members[..2])
     );
     let moved = killed.elapsed();
-    println!("after kill -9 of a member the survivors owned every partition in {moved:?} (session timeout {SESSION:?})");
+    println!(
+        "after kill -9 of a member the survivors owned every partition in {moved:?} (session timeout {SESSION:?})"
+    );
     assert!(moved <= SESSION + Duration::from_secs(15), "took {moved:?}; logs:\n{}", logs(&members[..2]));
 
     assert!(wait_until(Duration::from_secs(120), || producer.sent() >= RECORDS), "the source producer fell behind");
     let total = producer.finish();
-    let settled = settled_count(&s.west, &remote, total as i64, Duration::from_secs(240))
-        .unwrap_or_else(|| panic!("{} of {total} arrived; logs:\n{}", record_count(&s.west, &remote), logs(&members[..2])));
+    let settled = settled_count(&s.west, &remote, total as i64, Duration::from_secs(240)).unwrap_or_else(|| {
+        panic!("{} of {total} arrived; logs:\n{}", record_count(&s.west, &remote), logs(&members[..2]))
+    });
     let got = read_all(&s.west, &remote, settled as usize, Duration::from_secs(240));
     let check = check_seqs(got.iter().flatten(), total);
     println!("{total} produced, {settled} on the target: {} duplicates (sent again after the kill)", check.duplicates);
@@ -81,7 +94,11 @@ fn three_processes_share_a_flow_and_a_kill_9_hands_its_share_to_the_others_losin
     assert_eq!(check.foreign, 0);
     // Only what the dead member had in flight comes twice (see `in_flight_bound`).
     let bound = in_flight_bound(20_000, shares[2]);
-    assert!(check.duplicates <= bound, "{} duplicates for {total} records: more than the dead member had in flight ({bound})", check.duplicates);
+    assert!(
+        check.duplicates <= bound,
+        "{} duplicates for {total} records: more than the dead member had in flight ({bound})",
+        check.duplicates
+    );
 }
 
 #[test]
@@ -93,7 +110,11 @@ fn at_least_once_with_two_processes_a_kill_9_repeats_only_what_the_dead_one_had_
     let remote = format!("us-east.{topic}");
     let cfg = config(&topic);
     let mut members: Vec<Strait> = (0..2).map(|_| Strait::start(&cfg)).collect();
-    assert!(wait_until(Duration::from_secs(90), || split(&members)), "the members never split the 6 partitions; logs:\n{}", logs(&members));
+    assert!(
+        wait_until(Duration::from_secs(90), || split(&members)),
+        "the members never split the 6 partitions; logs:\n{}",
+        logs(&members)
+    );
 
     const RATE: u64 = 20_000;
     let producer = SteadyProducer::start(&s.east, &topic, PARTITIONS, RATE, 100);
@@ -111,15 +132,20 @@ fn at_least_once_with_two_processes_a_kill_9_repeats_only_what_the_dead_one_had_
     );
     assert!(wait_until(Duration::from_secs(120), || producer.sent() >= 300_000), "the source producer fell behind");
     let total = producer.finish();
-    let settled = settled_count(&s.west, &remote, total as i64, Duration::from_secs(240))
-        .unwrap_or_else(|| panic!("{} of {total} arrived; log:\n{}", record_count(&s.west, &remote), members[0].log_text()));
+    let settled = settled_count(&s.west, &remote, total as i64, Duration::from_secs(240)).unwrap_or_else(|| {
+        panic!("{} of {total} arrived; log:\n{}", record_count(&s.west, &remote), members[0].log_text())
+    });
     let got = read_all(&s.west, &remote, settled as usize, Duration::from_secs(240));
     let check = check_seqs(got.iter().flatten(), total);
     let bound = in_flight_bound(RATE, victim_share);
     println!("{total} produced; kill -9 of a member owning {victim_share} of 6 partitions: {} duplicates (bound {bound}), 0 lost", check.duplicates);
     assert_eq!(check.missing, 0, "lost records, the first {:?}", check.first_missing);
     assert_eq!(check.foreign, 0);
-    assert!(check.duplicates <= bound, "{} duplicates: more than the dead member could have had in flight ({bound})", check.duplicates);
+    assert!(
+        check.duplicates <= bound,
+        "{} duplicates: more than the dead member could have had in flight ({bound})",
+        check.duplicates
+    );
 }
 
 #[test]
@@ -131,9 +157,17 @@ fn a_frozen_member_that_lost_its_tasks_never_moves_a_stored_position_back() {
     let remote = format!("us-east.{topic}");
     let cfg = config(&topic);
     let zombie = Strait::start(&cfg);
-    assert!(wait_until(Duration::from_secs(60), || share(&zombie) == f64::from(PARTITIONS)), "log:\n{}", zombie.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || share(&zombie) == f64::from(PARTITIONS)),
+        "log:\n{}",
+        zombie.log_text()
+    );
     let producer = SteadyProducer::start(&s.east, &topic, PARTITIONS, 5_000, 100);
-    assert!(wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= 20_000), "log:\n{}", zombie.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= 20_000),
+        "log:\n{}",
+        zombie.log_text()
+    );
 
     // Frozen, the member misses its session; the second takes every task and stores positions
     // well past the frozen one's, then the frozen one wakes with its old positions to store.
@@ -156,7 +190,16 @@ fn a_frozen_member_that_lost_its_tasks_never_moves_a_stored_position_back() {
     // Refused by the group coordinator (no longer a member), or fenced by the transaction
     // coordinator (the new owner initialised the position writer's id).
     let refused = zombie_log.lines().find(|l| {
-        ["positions not stored", "did not commit", "position writer failed", "without storing positions", "_FENCED", "fenced by a newer instance"].iter().any(|m| l.contains(m))
+        [
+            "positions not stored",
+            "did not commit",
+            "position writer failed",
+            "without storing positions",
+            "_FENCED",
+            "fenced by a newer instance",
+        ]
+        .iter()
+        .any(|m| l.contains(m))
     });
     // Or its last writes never completed (its clients stalled after the pause): then it stored
     // nothing more either, which the metric (counting committed writes only) shows.
@@ -169,13 +212,19 @@ fn a_frozen_member_that_lost_its_tasks_never_moves_a_stored_position_back() {
 
     let total = producer.finish();
     send_sentinels(&s.east, &topic, PARTITIONS);
-    let parts = read_through_sentinels(&s.west, &remote, PARTITIONS, Duration::from_secs(180)).unwrap_or_else(|| panic!("logs:\n{}", logs(&members)));
+    let parts = read_through_sentinels(&s.west, &remote, PARTITIONS, Duration::from_secs(180))
+        .unwrap_or_else(|| panic!("logs:\n{}", logs(&members)));
     let check = check_seqs(parts.iter().flatten(), total);
     assert_eq!(check.missing, 0, "lost records, the first {:?}", check.first_missing);
     for (partition, history) in stored_positions(&s.west, &topic) {
         let nexts: Vec<i64> = history.iter().flatten().copied().collect();
         let back = nexts.windows(2).find(|w| w[1] < w[0]);
-        assert_eq!(back, None, "partition {partition}: a stored position moved back (before, after) in {} writes", nexts.len());
+        assert_eq!(
+            back,
+            None,
+            "partition {partition}: a stored position moved back (before, after) in {} writes",
+            nexts.len()
+        );
     }
     println!("{total} records, {} sent twice, no stored position moved back", check.duplicates);
 }
@@ -189,12 +238,22 @@ fn a_second_process_on_the_same_config_shares_the_work_instead_of_copying_it() {
     let remote = format!("us-east.{topic}");
     let cfg = config(&topic);
     let first = Strait::start(&cfg);
-    assert!(wait_until(Duration::from_secs(60), || share(&first) == f64::from(PARTITIONS)), "log:\n{}", first.log_text());
+    assert!(
+        wait_until(Duration::from_secs(60), || share(&first) == f64::from(PARTITIONS)),
+        "log:\n{}",
+        first.log_text()
+    );
     let second = Strait::start(&cfg);
     let members = [first, second];
-    assert!(wait_until(Duration::from_secs(60), || split(&members)), "the second process never got a share; logs:\n{}", logs(&members));
+    assert!(
+        wait_until(Duration::from_secs(60), || split(&members)),
+        "the second process never got a share; logs:\n{}",
+        logs(&members)
+    );
 
-    let records: Vec<TestRecord> = (0..60_000u64).map(|i| TestRecord::kv((i % PARTITIONS as u64) as i32, &i.to_string(), &seq_value(i, 50))).collect();
+    let records: Vec<TestRecord> = (0..60_000u64)
+        .map(|i| TestRecord::kv((i % PARTITIONS as u64) as i32, &i.to_string(), &seq_value(i, 50)))
+        .collect();
     produce(&s.east, &topic, &records, &[]);
     let settled = settled_count(&s.west, &remote, 60_000, Duration::from_secs(120))
         .unwrap_or_else(|| panic!("{} of 60000 arrived; logs:\n{}", record_count(&s.west, &remote), logs(&members)));
@@ -211,7 +270,11 @@ fn a_rolling_restart_with_static_membership_moves_no_task_and_loses_nothing() {
     let cfg = config(&topic);
     let ids = [unique("member-a"), unique("member-b")];
     let mut members: Vec<Strait> = ids.iter().map(|id| Strait::start_args(&cfg, &["--instance-id", id])).collect();
-    assert!(wait_until(Duration::from_secs(60), || split(&members)), "the two members never split the work; logs:\n{}", logs(&members));
+    assert!(
+        wait_until(Duration::from_secs(60), || split(&members)),
+        "the two members never split the work; logs:\n{}",
+        logs(&members)
+    );
 
     let producer = SteadyProducer::start(&s.east, &topic, PARTITIONS, 5_000, 100);
     let mut longest_unowned = Duration::ZERO;
@@ -219,18 +282,27 @@ fn a_rolling_restart_with_static_membership_moves_no_task_and_loses_nothing() {
         let other = 1 - i;
         let other_share = share(&members[other]);
         members[i].signal("TERM");
-        assert!(members[i].wait_exit(Duration::from_secs(40)).is_some(), "member {i} did not stop; log:\n{}", members[i].log_text());
+        assert!(
+            members[i].wait_exit(Duration::from_secs(40)).is_some(),
+            "member {i} did not stop; log:\n{}",
+            members[i].log_text()
+        );
         members[i] = Strait::start_args(&cfg, &["--instance-id", &ids[i]]);
         // The restarted member takes its own tasks back; the other keeps exactly its own.
         let mut unowned_since: Option<Instant> = Some(Instant::now());
         let back = wait_until(Duration::from_secs(60), || {
-            let whole = share(&members[i]) >= 1.0 && share(&members[other]) + share(&members[i]) == f64::from(PARTITIONS);
+            let whole =
+                share(&members[i]) >= 1.0 && share(&members[other]) + share(&members[i]) == f64::from(PARTITIONS);
             if whole {
                 if let Some(since) = unowned_since.take() {
                     longest_unowned = longest_unowned.max(since.elapsed());
                 }
             }
-            assert_eq!(share(&members[other]), other_share, "static membership: the other member's tasks must not move");
+            assert_eq!(
+                share(&members[other]),
+                other_share,
+                "static membership: the other member's tasks must not move"
+            );
             whole
         });
         assert!(back, "member {i} never got its tasks back; logs:\n{}", logs(&members));
@@ -262,7 +334,11 @@ fn only_the_owner_of_task_0_writes_heartbeats() {
     // over a window in which heartbeats did flow.
     let started = Instant::now();
     let delta = |members: &[Strait]| -> Vec<f64> { members.iter().zip(&before).map(|(m, b)| beats(m) - b).collect() };
-    assert!(wait_until(Duration::from_secs(30), || delta(&members).iter().sum::<f64>() >= 5.0), "no heartbeats; logs:\n{}", logs(&members));
+    assert!(
+        wait_until(Duration::from_secs(30), || delta(&members).iter().sum::<f64>() >= 5.0),
+        "no heartbeats; logs:\n{}",
+        logs(&members)
+    );
     let window = started.elapsed();
     let during = delta(&members);
     println!("heartbeats per member in {window:?}: {during:?}");
@@ -277,7 +353,8 @@ fn a_flow_with_more_tasks_than_its_widest_topic_has_partitions_says_which_to_set
     create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
     // tasks.max left at its default, 12: tasks 6-11 can never have a partition of this topic.
     let strait = Strait::start(&east_to_west(&topic, ""));
-    let told = wait_until(Duration::from_secs(60), || strait.metric("strait_tasks_idle", &[("flow", FLOW)]) == Some(6.0));
+    let told =
+        wait_until(Duration::from_secs(60), || strait.metric("strait_tasks_idle", &[("flow", FLOW)]) == Some(6.0));
     let log = strait.log_text();
     assert!(told, "no strait_tasks_idle = 6; log:\n{log}");
     let line = log.lines().find(|l| l.contains("can never have a partition"));

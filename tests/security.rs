@@ -59,14 +59,20 @@ fn flow_lines(source: &str, target: &str, topic: &str, group: &str) -> String {
 }
 
 fn numbered(n: usize) -> Vec<TestRecord> {
-    (0..n)
-        .map(|i| TestRecord::kv((i % PARTITIONS as usize) as i32, &format!("k{i}"), &format!("v{i}")))
-        .collect()
+    (0..n).map(|i| TestRecord::kv((i % PARTITIONS as usize) as i32, &format!("k{i}"), &format!("v{i}"))).collect()
 }
 
 /// Replicates 10,000 records from `source` to `target` (bootstraps the tests' own clients use),
 /// then has a group consume 4,000 on the source and checks its offsets synced to the target.
-fn replicates_and_syncs_the_group(config: &str, source: &str, target: &str, topic: &str, remote: &str, checkpoints: &str, group: &str) {
+fn replicates_and_syncs_the_group(
+    config: &str,
+    source: &str,
+    target: &str,
+    topic: &str,
+    remote: &str,
+    checkpoints: &str,
+    group: &str,
+) {
     let records = numbered(RECORDS);
     produce(source, topic, &records, &[]);
     let strait = Strait::start(config);
@@ -76,7 +82,8 @@ fn replicates_and_syncs_the_group(config: &str, source: &str, target: &str, topi
         record_count(target, remote),
         strait.log_text()
     );
-    let got: Vec<TestRecord> = read_all(target, remote, RECORDS, Duration::from_secs(60)).into_iter().flatten().collect();
+    let got: Vec<TestRecord> =
+        read_all(target, remote, RECORDS, Duration::from_secs(60)).into_iter().flatten().collect();
     assert_eq!(got.len(), RECORDS, "exactly the records sent");
     let key_values = |rs: &[TestRecord]| {
         let mut kv: Vec<_> = rs.iter().map(|r| (r.key.clone(), r.value.clone())).collect();
@@ -93,7 +100,9 @@ fn replicates_and_syncs_the_group(config: &str, source: &str, target: &str, topi
     // A round that runs before the positions covering the group's offsets are stored
     // translates them short (never past a stored position); a later round brings the group to
     // the source's offsets.
-    let same = wait_until(Duration::from_secs(90), || committed_offsets(target, group, remote, PARTITIONS as usize) == upstream);
+    let same = wait_until(Duration::from_secs(90), || {
+        committed_offsets(target, group, remote, PARTITIONS as usize) == upstream
+    });
     assert!(
         same,
         "one-to-one replication translates offsets to themselves: the group has {:?} on the target, {upstream:?} on the source; log:\n{}",
@@ -162,9 +171,7 @@ fn refused_with_one_clear_line(bad: &str, client_lines: &str, cause: &str, secre
     );
     let strait = Strait::start(&config);
     let named = |log: &str| {
-        log.lines()
-            .find(|l| l.contains(&format!("cluster `{bad}`")) && l.contains(cause))
-            .map(str::to_string)
+        log.lines().find(|l| l.contains(&format!("cluster `{bad}`")) && l.contains(cause)).map(str::to_string)
     };
     assert!(
         wait_until(NAMED_WITHIN, || named(&strait.log_text()).is_some()),

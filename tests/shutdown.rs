@@ -32,10 +32,12 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
     let warm = read_all(&target.bootstrap, &remote, 1, Duration::from_secs(90));
     assert_eq!(warm.iter().map(Vec::len).sum::<usize>(), 1, "warm-up never arrived; log:\n{}", first.log_text());
 
-    let fetches = |st: &Strait| st.metric("strait_replication_record_age_seconds_count", &[("flow", FLOW)]).unwrap_or(0.0);
+    let fetches =
+        |st: &Strait| st.metric("strait_replication_record_age_seconds_count", &[("flow", FLOW)]).unwrap_or(0.0);
     let fetched_before = fetches(&first);
     target.freeze();
-    let records: Vec<TestRecord> = (0..RECORDS).map(|i| TestRecord::kv((i % 3) as i32, &i.to_string(), &seq_value(i, 100))).collect();
+    let records: Vec<TestRecord> =
+        (0..RECORDS).map(|i| TestRecord::kv((i % 3) as i32, &i.to_string(), &seq_value(i, 100))).collect();
     produce(&s.east, &topic, &records, &[]);
     // strait fetched them and holds them for a target that does not answer.
     assert!(
@@ -52,24 +54,37 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
     let status = first.wait_exit(bound);
     let took = asked.elapsed();
     target.thaw();
-    let status = status.unwrap_or_else(|| panic!("SIGTERM with a frozen target: still running after {bound:?}; log:\n{}", first.log_text()));
+    let status = status.unwrap_or_else(|| {
+        panic!("SIGTERM with a frozen target: still running after {bound:?}; log:\n{}", first.log_text())
+    });
     println!("SIGTERM with the target frozen: exited {status} after {took:?} (timeout {TIMEOUT_MS} ms)");
 
     // The restart replicates everything the target had not acknowledged: nothing lost.
     let second = first.restart();
-    let settled = settled_count(&target.bootstrap, &remote, RECORDS as i64 + 1, Duration::from_secs(180)).unwrap_or_else(|| {
-        panic!(
-            "after the restart the target holds {} of {}; log:\n{}\nlog before the restart:\n{}",
-            record_count(&target.bootstrap, &remote),
-            RECORDS + 1,
-            second.log_text(),
-            first.log_text()
-        )
-    });
+    let settled = settled_count(&target.bootstrap, &remote, RECORDS as i64 + 1, Duration::from_secs(180))
+        .unwrap_or_else(|| {
+            panic!(
+                "after the restart the target holds {} of {}; log:\n{}\nlog before the restart:\n{}",
+                record_count(&target.bootstrap, &remote),
+                RECORDS + 1,
+                second.log_text(),
+                first.log_text()
+            )
+        });
     let got = read_all(&target.bootstrap, &remote, settled as usize, Duration::from_secs(120));
     let check = check_seqs(got.iter().flatten().filter(|r| r.value.as_deref() != Some(&b"up"[..])), RECORDS);
-    println!("{settled} records on the target for {} produced: {} duplicates", RECORDS + 1, settled - (RECORDS as i64 + 1));
-    assert_eq!(check.missing, 0, "lost records, the first {:?}; restart log:\n{}", check.first_missing, second.log_text());
+    println!(
+        "{settled} records on the target for {} produced: {} duplicates",
+        RECORDS + 1,
+        settled - (RECORDS as i64 + 1)
+    );
+    assert_eq!(
+        check.missing,
+        0,
+        "lost records, the first {:?}; restart log:\n{}",
+        check.first_missing,
+        second.log_text()
+    );
     assert_eq!(check.foreign, 0);
     assert!(got.iter().flatten().any(|r| r.value.as_deref() == Some(&b"up"[..])), "the warm-up record is there");
     drop(second);

@@ -31,7 +31,16 @@ fn topic_level_configs(bootstrap: &str, topic: &str) -> HashMap<String, String> 
 
 /// Changes a source topic's configs with Kafka's own tool, as an operator would.
 fn kafka_configs(bootstrap: &str, topic: &str, args: &[&str]) {
-    let mut all = vec!["kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "topics", "--entity-name", topic];
+    let mut all = vec![
+        "kafka.admin.ConfigCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+    ];
     all.extend_from_slice(args);
     kafka_sh(&[&["tool"], &all[..]].concat());
 }
@@ -83,7 +92,12 @@ fn remote_topics_are_created_with_the_source_configs_and_follow_later_changes() 
         &topic,
         2,
         3,
-        &[("cleanup.policy", "compact"), ("retention.ms", "123456789"), ("retention.bytes", "1000000"), ("min.insync.replicas", "2")],
+        &[
+            ("cleanup.policy", "compact"),
+            ("retention.ms", "123456789"),
+            ("retention.bytes", "1000000"),
+            ("min.insync.replicas", "2"),
+        ],
     );
     let remote = format!("us-east.{topic}");
 
@@ -94,7 +108,10 @@ fn remote_topics_are_created_with_the_source_configs_and_follow_later_changes() 
     assert_eq!(created.get("cleanup.policy").map(String::as_str), Some("compact"), "{created:?}");
     assert_eq!(created.get("retention.ms").map(String::as_str), Some("123456789"), "{created:?}");
     assert_eq!(created.get("retention.bytes").map(String::as_str), Some("1000000"), "{created:?}");
-    assert!(!created.contains_key("min.insync.replicas"), "MM2's exclude list keeps min.insync.replicas off a 1-broker target: {created:?}");
+    assert!(
+        !created.contains_key("min.insync.replicas"),
+        "MM2's exclude list keeps min.insync.replicas off a 1-broker target: {created:?}"
+    );
     first.stop();
 
     // With it, a changed key and a deleted one follow: the deleted one falls back to the target's default.
@@ -107,7 +124,14 @@ fn remote_topics_are_created_with_the_source_configs_and_follow_later_changes() 
     assert!(followed, "target configs: {:?}\nlog:\n{}", topic_level_configs(&s.west, &remote), second.log_text());
     let cluster = ClusterConfig { alias: ClusterAlias::new("west"), bootstrap_servers: s.west.clone(), line: 0 };
     let admin = ClusterAdmin::connect(&cluster, &ClientSettings::default()).expect("admin client");
-    let bytes = admin.topic_configs(&[&remote]).expect("describe").remove(&remote).and_then(Result::ok).unwrap_or_default().into_iter().find(|e| e.name == "retention.bytes");
+    let bytes = admin
+        .topic_configs(&[&remote])
+        .expect("describe")
+        .remove(&remote)
+        .and_then(Result::ok)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|e| e.name == "retention.bytes");
     assert_eq!(bytes.and_then(|e| e.value).as_deref(), Some("-1"), "retention.bytes is back at the target's default");
     let now = topic_level_configs(&s.west, &remote);
     assert_eq!(now.get("cleanup.policy").map(String::as_str), Some("compact"), "keys not changed stay: {now:?}");
@@ -118,9 +142,17 @@ fn remote_topics_are_created_with_the_source_configs_and_follow_later_changes() 
 fn a_compacted_topic_with_tombstones_keeps_the_same_latest_value_per_key_on_both_clusters() {
     let s = stand();
     let topic = unique("compacted");
-    let compacting = [("cleanup.policy", "compact"), ("segment.ms", "100"), ("min.cleanable.dirty.ratio", "0.001"), ("delete.retention.ms", "100")];
+    let compacting = [
+        ("cleanup.policy", "compact"),
+        ("segment.ms", "100"),
+        ("min.cleanable.dirty.ratio", "0.001"),
+        ("delete.retention.ms", "100"),
+    ];
     create_topic(&s.east, &topic, 2, 3, &compacting);
-    let kv = |p: i32, k: usize, v: Option<String>| TestRecord { value: v.map(String::into_bytes), ..TestRecord::kv(p, &format!("key-{k}"), "") };
+    let kv = |p: i32, k: usize, v: Option<String>| TestRecord {
+        value: v.map(String::into_bytes),
+        ..TestRecord::kv(p, &format!("key-{k}"), "")
+    };
     // Keys go to partition k % 2 so each key stays in one partition.
     let round = |keys: std::ops::Range<usize>, value: &dyn Fn(usize) -> Option<String>| -> Vec<TestRecord> {
         keys.map(|k| kv((k % 2) as i32, k, value(k))).collect()
@@ -147,11 +179,20 @@ fn a_compacted_topic_with_tombstones_keeps_the_same_latest_value_per_key_on_both
     // Live changes while replicating: new tombstones, and keys brought back after theirs.
     produce(&s.east, &topic, &[round(20..30, &|_| None), round(0..6, &|k| Some(format!("v3-{k}")))].concat(), &[]);
     produce(&s.east, &topic, &[TestRecord::kv(0, "sentinel", "end")], &[]);
-    let arrived = wait_until(WAIT, || partition_count(&s.west, &remote) == Some(2) && latest(&read_log(&s.west, &remote, 2)).contains_key("sentinel"));
+    let arrived = wait_until(WAIT, || {
+        partition_count(&s.west, &remote) == Some(2) && latest(&read_log(&s.west, &remote, 2)).contains_key("sentinel")
+    });
     assert!(arrived, "the sentinel never arrived; log:\n{}", strait.log_text());
     let source_view = latest(&read_log(&s.east, &topic, 2));
-    assert_eq!(latest(&read_log(&s.west, &remote, 2)), source_view, "latest value per key differs between the clusters");
-    assert!(!source_view.contains_key("key-25") && source_view.get("key-3").map(String::as_str) == Some("v3-3"), "{source_view:?}");
+    assert_eq!(
+        latest(&read_log(&s.west, &remote, 2)),
+        source_view,
+        "latest value per key differs between the clusters"
+    );
+    assert!(
+        !source_view.contains_key("key-25") && source_view.get("key-3").map(String::as_str) == Some("v3-3"),
+        "{source_view:?}"
+    );
     let remote_configs = topic_level_configs(&s.west, &remote);
     assert_eq!(remote_configs.get("cleanup.policy").map(String::as_str), Some("compact"), "{remote_configs:?}");
 
@@ -182,7 +223,8 @@ fn topic_acls_of_replicated_topics_follow_by_mm2_rules_and_nothing_else_is_copie
         create_topic(&east.bootstrap, topic, 1, 1, &[]);
     }
     let admin = |bootstrap: &str| {
-        let cluster = ClusterConfig { alias: ClusterAlias::new("acl"), bootstrap_servers: bootstrap.to_string(), line: 0 };
+        let cluster =
+            ClusterConfig { alias: ClusterAlias::new("acl"), bootstrap_servers: bootstrap.to_string(), line: 0 };
         ClusterAdmin::connect(&cluster, &ClientSettings::default()).expect("admin client")
     };
     let acl = |topic: &str, prefixed: bool, who: &str, operation: AclOperation, allow: bool| TopicAcl {
@@ -222,17 +264,41 @@ fn topic_acls_of_replicated_topics_follow_by_mm2_rules_and_nothing_else_is_copie
         now
     };
     want.sort();
-    assert!(wait_until(WAIT, || on_target(&target) == want), "target ACLs {:?}\nlog:\n{}", on_target(&target), strait.log_text());
+    assert!(
+        wait_until(WAIT, || on_target(&target) == want),
+        "target ACLs {:?}\nlog:\n{}",
+        on_target(&target),
+        strait.log_text()
+    );
 
     // Sentinel: a binding added later arrives in a later round; the refused ones had every chance.
     source.create_topic_acls(&[acl("orders", false, "eve", AclOperation::Read, true)]).expect("a later ACL");
     want.push(acl("us-east.orders", false, "eve", AclOperation::Read, true));
     want.sort();
-    assert!(wait_until(WAIT, || on_target(&target) == want), "target ACLs {:?}\nlog:\n{}", on_target(&target), strait.log_text());
+    assert!(
+        wait_until(WAIT, || on_target(&target) == want),
+        "target ACLs {:?}\nlog:\n{}",
+        on_target(&target),
+        strait.log_text()
+    );
     // Kafka's own tool reads the same bindings back.
-    let listed = kafka_sh_stdout(&["tool", "org.apache.kafka.tools.AclCommand", "--bootstrap-server", &west.bootstrap, "--list", "--topic", "us-east.orders"]);
-    assert!(listed.contains("User:bob") && listed.contains("operation=READ") && !listed.contains("operation=ALL"), "{listed}");
-    assert!(!listed.lines().any(|l| l.contains("operation=WRITE") && l.contains("permissionType=ALLOW")), "ALLOW WRITE is never copied:\n{listed}");
+    let listed = kafka_sh_stdout(&[
+        "tool",
+        "org.apache.kafka.tools.AclCommand",
+        "--bootstrap-server",
+        &west.bootstrap,
+        "--list",
+        "--topic",
+        "us-east.orders",
+    ]);
+    assert!(
+        listed.contains("User:bob") && listed.contains("operation=READ") && !listed.contains("operation=ALL"),
+        "{listed}"
+    );
+    assert!(
+        !listed.lines().any(|l| l.contains("operation=WRITE") && l.contains("permissionType=ALLOW")),
+        "ALLOW WRITE is never copied:\n{listed}"
+    );
 }
 
 #[test]
@@ -252,5 +318,8 @@ fn a_topic_the_target_refuses_holds_back_only_itself() {
     let remote = format!("us-east.{fine}");
     assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 20), "log:\n{}", strait.log_text());
     let log = strait.log_text();
-    assert!(log.contains(&format!("topic `{refused}` not replicated yet")), "the refused topic is reported by name:\n{log}");
+    assert!(
+        log.contains(&format!("topic `{refused}` not replicated yet")),
+        "the refused topic is reported by name:\n{log}"
+    );
 }

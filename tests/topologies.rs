@@ -42,10 +42,13 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
     }
     create_topic(hub, "config", 1, 1, &[]);
     let config = std::fs::read_to_string(repo_root().join("examples/hub-and-spoke/mm2.properties")).expect("example");
-    let strait = Strait::start(&format!("{config}\nrefresh.topics.interval.seconds = 1\nemit.checkpoints.interval.seconds = 1\n"));
+    let strait = Strait::start(&format!(
+        "{config}\nrefresh.topics.interval.seconds = 1\nemit.checkpoints.interval.seconds = 1\n"
+    ));
 
     for (i, r) in regions.iter().enumerate() {
-        let records: Vec<TestRecord> = (0..30).map(|n| TestRecord::kv(n % 3, &format!("o{n}"), &format!("r{}-{n}", i + 1))).collect();
+        let records: Vec<TestRecord> =
+            (0..30).map(|n| TestRecord::kv(n % 3, &format!("o{n}"), &format!("r{}-{n}", i + 1))).collect();
         produce(r, "orders", &records, &[]);
     }
     let settings: Vec<TestRecord> = (0..10).map(|n| TestRecord::kv(0, &format!("s{n}"), &format!("v{n}"))).collect();
@@ -56,12 +59,18 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
         let copy = format!("r{}.orders", i + 1);
         let got = read_all(hub, &copy, 30, Duration::from_secs(90));
         assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 30, "{copy} on the hub; log:\n{}", strait.log_text());
-        assert!(got.iter().flatten().all(|r| r.value.as_deref().is_some_and(|v| v.starts_with(format!("r{}-", i + 1).as_bytes()))));
+        assert!(got
+            .iter()
+            .flatten()
+            .all(|r| r.value.as_deref().is_some_and(|v| v.starts_with(format!("r{}-", i + 1).as_bytes()))));
     }
     // Fan-out: the hub's config in every region, in order.
     for r in regions {
         let got = read_all(r, "hub.config", 10, Duration::from_secs(90));
-        assert_eq!(got[0].iter().map(|g| g.value.clone()).collect::<Vec<_>>(), settings.iter().map(|s| s.value.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            got[0].iter().map(|g| g.value.clone()).collect::<Vec<_>>(),
+            settings.iter().map(|s| s.value.clone()).collect::<Vec<_>>()
+        );
     }
 
     // Checkpoints for every pair: a group on each source, checkpointed on its target.
@@ -74,7 +83,11 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
     consume_as_group(hub, "config", "config-cg", 10);
     for (i, r) in regions.iter().enumerate() {
         let c = wait_checkpoint(r, "hub.checkpoints.internal", "config-cg");
-        assert!(c.as_ref().is_some_and(|c| c.topic == "hub.config" && c.downstream == 10), "hub->r{} checkpoint: {c:?}", i + 1);
+        assert!(
+            c.as_ref().is_some_and(|c| c.topic == "hub.config" && c.downstream == 10),
+            "hub->r{} checkpoint: {c:?}",
+            i + 1
+        );
     }
     // Heartbeats for every pair, on each target.
     for (i, r) in regions.iter().enumerate() {
@@ -90,7 +103,10 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
     assert_eq!(threads.iter().filter(|t| *t == "periodic" || *t == "checkpoints").count(), 2, "{threads:?}");
     // The names a thread per flow stage had ("fetch us-east->us-west", ...).
     let per_flow = ["fetch ", "filter ", "transform ", "produce "];
-    assert!(!threads.iter().any(|t| per_flow.iter().any(|p| t.starts_with(p))), "no thread per flow stage: {threads:?}");
+    assert!(
+        !threads.iter().any(|t| per_flow.iter().any(|p| t.starts_with(p))),
+        "no thread per flow stage: {threads:?}"
+    );
     drop(strait);
     stop_clusters(&clusters);
 }
@@ -98,7 +114,10 @@ fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_f
 /// The names of a process's threads.
 fn thread_names(pid: u32) -> Vec<String> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the strait process is running");
-    tasks.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok()).map(|n| n.trim().to_string()).collect()
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
 }
 
 #[test]
@@ -114,7 +133,9 @@ fn active_active_with_every_topic_replicated_never_loops() {
          checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n\
          offset.storage.replication.factor = 1\nrefresh.topics.interval.seconds = 1\n"
     ));
-    let records = |region: &str| -> Vec<TestRecord> { (0..50).map(|n| TestRecord::kv(n % 3, &format!("k{n}"), &format!("{region}-{n}"))).collect() };
+    let records = |region: &str| -> Vec<TestRecord> {
+        (0..50).map(|n| TestRecord::kv(n % 3, &format!("k{n}"), &format!("{region}-{n}"))).collect()
+    };
     produce(west, "orders", &records("west"), &[]);
     produce(east, "orders", &records("east"), &[]);
     let on_east = read_all(east, "aa-west.orders", 50, Duration::from_secs(90));
@@ -125,8 +146,14 @@ fn active_active_with_every_topic_replicated_never_loops() {
     assert!(wait_until(Duration::from_secs(60), || topic_names(west).contains(&"aa-east.heartbeats".to_string())));
     std::thread::sleep(Duration::from_secs(5));
     for (bootstrap, name) in [(east, "aa-east"), (west, "aa-west")] {
-        let looped: Vec<String> =
-            topic_names(bootstrap).into_iter().filter(|t| t.starts_with("aa-east.aa-west.") || t.starts_with("aa-west.aa-east.") || t.starts_with(&format!("{name}."))).collect();
+        let looped: Vec<String> = topic_names(bootstrap)
+            .into_iter()
+            .filter(|t| {
+                t.starts_with("aa-east.aa-west.")
+                    || t.starts_with("aa-west.aa-east.")
+                    || t.starts_with(&format!("{name}."))
+            })
+            .collect();
         assert!(looped.is_empty(), "{name} has topics that came back to it: {looped:?}");
     }
     assert_eq!(record_count(east, "orders"), 50);

@@ -13,16 +13,22 @@ fn a_group_at_120_of_200_translates_to_offsets_that_skip_nothing() {
     let s = stand();
     let orders = unique("orders");
     create_topic(&s.east, &orders, 3, 3, &[("min.insync.replicas", "2")]);
-    let sent: Vec<TestRecord> = (0..200).map(|i| TestRecord::kv(i % 3, &format!("order-{i}"), &i.to_string())).collect();
+    let sent: Vec<TestRecord> =
+        (0..200).map(|i| TestRecord::kv(i % 3, &format!("order-{i}"), &i.to_string())).collect();
     produce(&s.east, &orders, &sent, &[]);
     let config = east_to_west(&orders, "");
     let strait = Strait::start(&config);
     let remote = format!("us-east.{orders}");
-    assert!(wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200), "log:\n{}", strait.log_text());
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 200),
+        "log:\n{}",
+        strait.log_text()
+    );
 
     // orders-cg read 120 of the 200 records (40 per partition) and committed.
     let group = unique("orders-cg");
-    let c: BaseConsumer = rdkafka::ClientConfig::new().set("bootstrap.servers", &s.east).set("group.id", &group).create().unwrap();
+    let c: BaseConsumer =
+        rdkafka::ClientConfig::new().set("bootstrap.servers", &s.east).set("group.id", &group).create().unwrap();
     let mut tpl = rdkafka::TopicPartitionList::new();
     for p in 0..3 {
         tpl.add_partition_offset(&orders, p, rdkafka::Offset::Offset(40)).unwrap();
@@ -51,8 +57,13 @@ fn a_group_at_120_of_200_translates_to_offsets_that_skip_nothing() {
     });
     assert_eq!(rows.len(), 3, "{rows:?}");
     for row in &rows {
-        let (partition, committed, remote_topic, translated, mm2): (i32, i64, &str, i64, i64) =
-            (row[1].parse().unwrap(), row[2].parse().unwrap(), &row[3], row[4].parse().expect("translated"), row[5].parse().expect("mm2"));
+        let (partition, committed, remote_topic, translated, mm2): (i32, i64, &str, i64, i64) = (
+            row[1].parse().unwrap(),
+            row[2].parse().unwrap(),
+            &row[3],
+            row[4].parse().expect("translated"),
+            row[5].parse().expect("mm2"),
+        );
         assert_eq!(committed, 40);
         assert_eq!(remote_topic, remote);
         // A 1:1 mirror: the record at upstream offset o sits at downstream offset o. strait's

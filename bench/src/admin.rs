@@ -16,7 +16,8 @@ use rdkafka::types::RDKafkaErrorCode;
 /// Creates `topics` on `bootstrap` with `partitions` each and one replica; a topic that already
 /// exists is kept as it is.
 pub fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().context("admin client")?;
     let new: Vec<NewTopic> = topics.iter().map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1))).collect();
     let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(60)));
     for r in block_on(admin.create_topics(&new, &options))? {

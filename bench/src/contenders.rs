@@ -74,7 +74,14 @@ impl Drop for Running {
 
 /// Starts `contender` replicating `source_topic` (with `partitions`) from us-east to us-west;
 /// `run` makes its names unique, `out` holds its config and log.
-pub fn start(contender: Contender, stand: &Stand, source_topic: &str, partitions: i32, run: &str, out: &Path) -> anyhow::Result<Running> {
+pub fn start(
+    contender: Contender,
+    stand: &Stand,
+    source_topic: &str,
+    partitions: i32,
+    run: &str,
+    out: &Path,
+) -> anyhow::Result<Running> {
     let log = File::create(out.join(format!("{run}.log"))).context("log file")?;
     let bin = |name: &str| -> anyhow::Result<PathBuf> {
         Ok(std::env::current_exe().context("own path")?.parent().context("own directory")?.join(name))

@@ -23,7 +23,11 @@ use contenders::Contender;
 use report::{Results, SizeResult};
 
 #[derive(Parser)]
-#[command(name = "strait-bench", about = "strait vs MirrorMaker 2 vs a raw copy loop, side by side", args_override_self = true)]
+#[command(
+    name = "strait-bench",
+    about = "strait vs MirrorMaker 2 vs a raw copy loop, side by side",
+    args_override_self = true
+)]
 struct Args {
     /// Small backlogs and short steady runs (a few minutes): a smoke test, not a measurement.
     #[arg(long)]
@@ -95,12 +99,17 @@ fn main() -> anyhow::Result<()> {
     let mut stand = kafka::Stand::start(&root)?;
     stand.codec = args.codec.clone();
     // (record size, backlog records) and the steady run's length.
-    let (sizes, default_seconds): (&[(usize, u64)], u64) =
-        if args.quick { (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5) } else { (&[(100, 10_000_000), (1024, 3_000_000), (10240, 300_000)], 20) };
+    let (sizes, default_seconds): (&[(usize, u64)], u64) = if args.quick {
+        (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5)
+    } else {
+        (&[(100, 10_000_000), (1024, 3_000_000), (10240, 300_000)], 20)
+    };
     let steady_seconds = args.steady_seconds.unwrap_or(default_seconds);
     let all = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
-    let contenders: Vec<Contender> = all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
-    let sizes: Vec<(usize, u64)> = sizes.iter().copied().filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s)).collect();
+    let contenders: Vec<Contender> =
+        all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
+    let sizes: Vec<(usize, u64)> =
+        sizes.iter().copied().filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s)).collect();
     // A partial run is an experiment, not a result to keep; a fixed-rate latency run keeps
     // whatever sizes it was asked for.
     let partial = contenders.len() < all.len() || (!args.steady_only && (sizes.len() < 3 || args.drain_only));
@@ -115,7 +124,16 @@ fn main() -> anyhow::Result<()> {
             eprintln!("loading {records} records of {size} B into {backlog}");
             stand.preload(&backlog, records, size)?;
             for &c in &contenders {
-                let d = run::drain(c, &stand, &backlog, args.partitions, records, size, &format!("{}-drain-{size}-{tag}", c.name()), &logs)?;
+                let d = run::drain(
+                    c,
+                    &stand,
+                    &backlog,
+                    args.partitions,
+                    records,
+                    size,
+                    &format!("{}-drain-{size}-{tag}", c.name()),
+                    &logs,
+                )?;
                 eprintln!(
                     "  {:<8} drain: {:>9.0} records/s {:>7.1} MB/s, {:.1} CPU s, peak RSS {:.0} MiB, {:.0} B to the target per record",
                     c.name(),
@@ -128,13 +146,32 @@ fn main() -> anyhow::Result<()> {
                 drains.push((c, d));
             }
         }
-        let ceiling = drains.iter().find(|(c, _)| *c == Contender::Ceiling).map_or(1000.0, |(_, d)| d.records_per_second);
+        let ceiling =
+            drains.iter().find(|(c, _)| *c == Contender::Ceiling).map_or(1000.0, |(_, d)| d.records_per_second);
         let rate = args.rate.unwrap_or(((ceiling * 0.5) as u64).max(100));
-        eprintln!("  steady load: {rate} records/s of {size} B for {steady_seconds} s after a {} s warm-up", run::WARM_UP_SECONDS);
+        eprintln!(
+            "  steady load: {rate} records/s of {size} B for {steady_seconds} s after a {} s warm-up",
+            run::WARM_UP_SECONDS
+        );
         let mut steady = Vec::new();
         for &c in contenders.iter().filter(|_| !args.drain_only) {
-            let s = run::steady(c, &stand, args.partitions, size, rate, steady_seconds, &format!("{}-steady-{size}-{tag}", c.name()), &logs)?;
-            eprintln!("  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms", c.name(), s.p50_ms, s.p99_ms, s.p999_ms);
+            let s = run::steady(
+                c,
+                &stand,
+                args.partitions,
+                size,
+                rate,
+                steady_seconds,
+                &format!("{}-steady-{size}-{tag}", c.name()),
+                &logs,
+            )?;
+            eprintln!(
+                "  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms",
+                c.name(),
+                s.p50_ms,
+                s.p99_ms,
+                s.p999_ms
+            );
             if let Some(i) = s.inside_ms {
                 eprintln!(
                     "           its own histograms: fetched p50 {:.1} / p99 {:.1} ms, acknowledged p50 {:.1} / p99 {:.1} ms after the source timestamp",
@@ -148,13 +185,25 @@ fn main() -> anyhow::Result<()> {
         stand.delete_topics(&tag);
     }
 
-    let date = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().context("date")?.stdout).trim().to_string();
+    let date = String::from_utf8_lossy(
+        &std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().context("date")?.stdout,
+    )
+    .trim()
+    .to_string();
     // Several runs a day must not overwrite each other's files.
-    let time = String::from_utf8_lossy(&std::process::Command::new("date").args(["-u", "+%H%M"]).output().context("date")?.stdout).trim().to_string();
+    let time = String::from_utf8_lossy(
+        &std::process::Command::new("date").args(["-u", "+%H%M"]).output().context("date")?.stdout,
+    )
+    .trim()
+    .to_string();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory_gib = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().find(|l| l.starts_with("MemTotal:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
         .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
     let results = Results {
         date: date.clone(),
@@ -177,7 +226,10 @@ fn main() -> anyhow::Result<()> {
     println!("{md}");
     if !args.quick && !partial {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&args.markdown).with_context(|| format!("opening {}", args.markdown.display()))?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&args.markdown)
+            .with_context(|| format!("opening {}", args.markdown.display()))?;
         f.write_all(md.as_bytes())?;
     }
     eprintln!("wrote {} and {}", json.display(), svg.display());

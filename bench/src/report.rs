@@ -55,7 +55,11 @@ pub struct Results {
 }
 
 fn size_name(size: usize) -> String {
-    if size >= 1024 { format!("{} KiB", size / 1024) } else { format!("{size} B") }
+    if size >= 1024 {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
@@ -139,7 +143,11 @@ impl Results {
                 );
             }
         }
-        let load = if self.rate_fixed { "at the fixed rate in the table".to_string() } else { "at 50% of the ceiling's drain rate".to_string() };
+        let load = if self.rate_fixed {
+            "at the fixed rate in the table".to_string()
+        } else {
+            "at 50% of the ceiling's drain rate".to_string()
+        };
         md += &format!(
             "\nChart: [{chart}]({chart}). Throughput is over the drain (first to last replicated record); CPU is the \
              process's user + system time over the same span; bytes to target are the target topic's log segments over its records; \
@@ -163,7 +171,9 @@ impl Results {
             ("steady p99 latency, ms", Box::new(|s: &SizeResult, c| s.steady_of(c).map(|x| x.p99_ms))),
         ];
         for (area, (title, value)) in [left, right].iter().zip(panels.iter()) {
-            let max = self.sizes.iter().flat_map(|s| contenders.iter().filter_map(|c| value(s, *c))).fold(1.0_f64, f64::max) * 1.15;
+            let max =
+                self.sizes.iter().flat_map(|s| contenders.iter().filter_map(|c| value(s, *c))).fold(1.0_f64, f64::max)
+                    * 1.15;
             let n = self.sizes.len();
             let mut chart = ChartBuilder::on(area)
                 .caption(*title, ("sans-serif", 18))
@@ -199,7 +209,12 @@ impl Results {
                     .label(c.name())
                     .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
             }
-            chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw().map_err(|e| anyhow::anyhow!("{e}"))?;
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE)
+                .draw()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(())

@@ -50,7 +50,16 @@ pub struct Drain {
 
 /// Drains `records` records of `size` bytes from `source_topic` with `contender`.
 #[allow(clippy::too_many_arguments)] // one call site, every argument a different measure
-pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions: i32, records: u64, size: usize, run: &str, out: &Path) -> anyhow::Result<Drain> {
+pub fn drain(
+    contender: Contender,
+    stand: &Stand,
+    source_topic: &str,
+    partitions: i32,
+    records: u64,
+    size: usize,
+    run: &str,
+    out: &Path,
+) -> anyhow::Result<Drain> {
     let started = Instant::now();
     let running = start(contender, stand, source_topic, partitions, run, out)?;
     let pid = running.child.id();
@@ -59,7 +68,12 @@ pub fn drain(contender: Contender, stand: &Stand, source_topic: &str, partitions
     loop {
         std::thread::sleep(Duration::from_millis(100));
         if started.elapsed() > DRAIN_TIMEOUT {
-            bail!("{} did not replicate {records} records in {}s; see {}/{run}.log", contender.name(), DRAIN_TIMEOUT.as_secs(), out.display());
+            bail!(
+                "{} did not replicate {records} records in {}s; see {}/{run}.log",
+                contender.name(),
+                DRAIN_TIMEOUT.as_secs(),
+                out.display()
+            );
         }
         if watermarks.is_none() {
             if !stand.target_exists(&running.target_topic) {
@@ -191,7 +205,16 @@ fn bucket_quantile(text: &str, metric: &str, q: f64) -> Option<f64> {
 /// Produces `rate` records per second of `size` bytes for `seconds` into a fresh topic while
 /// `contender` replicates it, and measures each record's latency on the target.
 #[allow(clippy::too_many_arguments)]
-pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize, rate: u64, seconds: u64, run: &str, out: &Path) -> anyhow::Result<Steady> {
+pub fn steady(
+    contender: Contender,
+    stand: &Stand,
+    partitions: i32,
+    size: usize,
+    rate: u64,
+    seconds: u64,
+    run: &str,
+    out: &Path,
+) -> anyhow::Result<Steady> {
     let source_topic = format!("steady-{run}");
     stand.create_topic(true, &source_topic, partitions)?;
     let running = start(contender, stand, &source_topic, partitions, run, out)?;
@@ -230,7 +253,8 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     let inside_ms = running.metrics_port.and_then(inside);
     drop(running);
     let measured: Vec<&(i64, f64)> = arrivals.iter().filter(|(ts, _)| *ts >= measured_from).collect();
-    let span_ms = measured.iter().map(|(ts, _)| *ts).max().unwrap_or(0) - measured.iter().map(|(ts, _)| *ts).min().unwrap_or(0);
+    let span_ms =
+        measured.iter().map(|(ts, _)| *ts).max().unwrap_or(0) - measured.iter().map(|(ts, _)| *ts).min().unwrap_or(0);
     let achieved_rate = measured.len() as f64 / (span_ms.max(1) as f64 / 1000.0);
     let mut steady: Vec<f64> = measured.iter().map(|(_, latency)| *latency).collect();
     if steady.is_empty() {
@@ -238,7 +262,15 @@ pub fn steady(contender: Contender, stand: &Stand, partitions: i32, size: usize,
     }
     steady.sort_by(f64::total_cmp);
     let pct = |p: f64| steady[((steady.len() as f64 * p) as usize).min(steady.len() - 1)];
-    Ok(Steady { rate, achieved_rate, samples: steady.len(), p50_ms: pct(0.50), p99_ms: pct(0.99), p999_ms: pct(0.999), inside_ms })
+    Ok(Steady {
+        rate,
+        achieved_rate,
+        samples: steady.len(),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        p999_ms: pct(0.999),
+        inside_ms,
+    })
 }
 
 /// Seconds of load before the measured load.
@@ -258,7 +290,14 @@ fn now_ms() -> i64 {
 
 /// Reads `topic` on the target until `total` records arrived or `stop`, counting them in
 /// `seen`; returns each record's (source timestamp, latency in ms).
-fn read_latencies(west: &str, topic: &str, partitions: i32, total: u64, stop: &AtomicBool, seen: &AtomicU64) -> anyhow::Result<Vec<(i64, f64)>> {
+fn read_latencies(
+    west: &str,
+    topic: &str,
+    partitions: i32,
+    total: u64,
+    stop: &AtomicBool,
+    seen: &AtomicU64,
+) -> anyhow::Result<Vec<(i64, f64)>> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", west)
         .set("group.id", "strait-bench-latency")

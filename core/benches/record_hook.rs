@@ -28,12 +28,15 @@ fn batch(value_size: usize) -> Batch {
 }
 
 fn hook(component_file: &str) -> RecordHook {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/target/wasm32-wasip2/release/").to_string() + component_file;
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}; build plugins/ first (see the top of this file)"));
-    let flow = Config::parse("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n")
-        .expect("config")
-        .flows
-        .remove(0);
+    let path =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/target/wasm32-wasip2/release/").to_string() + component_file;
+    let bytes =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}; build plugins/ first (see the top of this file)"));
+    let flow =
+        Config::parse("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n")
+            .expect("config")
+            .flows
+            .remove(0);
     let component = PolicyEngine::shared().expect("engine").compile(component_file, &bytes).expect("component");
     let slots = Slots::default();
     slots.add(Slot {

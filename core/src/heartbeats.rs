@@ -50,7 +50,9 @@ impl Periodic for HeartbeatTicker {
         let (key, value) = (beat.encode_key(), beat.encode_value());
         match e.producer.send(BaseRecord::to(&e.topic).key(&key[..]).payload(&value[..])) {
             Ok(()) => HeartbeatSent { flow: &e.flow }.emit(),
-            Err((err, _)) => FlowRetrying { flow: &e.flow, what: &format!("heartbeat to {} not sent: {err}", e.topic) }.emit(),
+            Err((err, _)) => {
+                FlowRetrying { flow: &e.flow, what: &format!("heartbeat to {} not sent: {err}", e.topic) }.emit()
+            }
         }
         // A tick delayed by other work is not made up for with a burst.
         self.next = (self.next + e.interval).max(Instant::now());

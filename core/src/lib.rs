@@ -18,8 +18,8 @@
 
 pub mod active_active;
 pub mod checkpoints;
-pub mod config;
 pub mod cluster;
+pub mod config;
 pub mod events;
 pub mod flows;
 pub mod group;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer, DefaultProducerContext};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use strait_core::offsets::mm2::Checkpoint;
 
@@ -67,14 +67,28 @@ pub fn committed_offsets(bootstrap: &str, group: &str, topic: &str, partitions: 
 
 /// Waits until strait checkpointed `upstream` (the group's commits on the other cluster) and
 /// synced the translated offsets to the group on `target` for `target_topic`; returns them.
-pub fn wait_for_group_sync(target: &str, group: &str, target_topic: &str, upstream: &[i64], strait: &Strait) -> Vec<i64> {
-    let checkpoints_topic = if target == stand().west { "us-east.checkpoints.internal" } else { "us-west.checkpoints.internal" };
+pub fn wait_for_group_sync(
+    target: &str,
+    group: &str,
+    target_topic: &str,
+    upstream: &[i64],
+    strait: &Strait,
+) -> Vec<i64> {
+    let checkpoints_topic =
+        if target == stand().west { "us-east.checkpoints.internal" } else { "us-west.checkpoints.internal" };
     wait_for_group_sync_in(target, checkpoints_topic, group, target_topic, upstream, strait)
 }
 
 /// [`wait_for_group_sync`] for any pair of clusters: the checkpoints are read from
 /// `checkpoints_topic` on `target`.
-pub fn wait_for_group_sync_in(target: &str, checkpoints_topic: &str, group: &str, target_topic: &str, upstream: &[i64], strait: &Strait) -> Vec<i64> {
+pub fn wait_for_group_sync_in(
+    target: &str,
+    checkpoints_topic: &str,
+    group: &str,
+    target_topic: &str,
+    upstream: &[i64],
+    strait: &Strait,
+) -> Vec<i64> {
     let mut expected = Vec::new();
     let ok = wait_until(Duration::from_secs(90), || {
         let mut latest: BTreeMap<i32, Checkpoint> = BTreeMap::new();
@@ -82,7 +96,8 @@ pub fn wait_for_group_sync_in(target: &str, checkpoints_topic: &str, group: &str
             latest.insert(c.partition, c);
         }
         expected = (0..upstream.len() as i32).map(|p| latest.get(&p).map_or(-1, |c| c.downstream)).collect();
-        let checkpointed = (0..upstream.len()).all(|p| upstream[p] < 0 || latest.get(&(p as i32)).is_some_and(|c| c.upstream == upstream[p]));
+        let checkpointed = (0..upstream.len())
+            .all(|p| upstream[p] < 0 || latest.get(&(p as i32)).is_some_and(|c| c.upstream == upstream[p]));
         checkpointed && committed_offsets(target, group, target_topic, upstream.len()) == expected
     });
     assert!(
@@ -126,8 +141,11 @@ pub fn consume_to_lag_zero(bootstrap: &str, topic: &str, group: &str) -> Vec<Rea
         // A partition with nothing left to read has no position yet: its commit is where it is.
         let committed = c.committed(Duration::from_secs(10)).expect("committed");
         let done = assignment.elements().iter().all(|e| {
-            let (low, high) = watermarks.fetch_watermarks(topic, e.partition(), Duration::from_secs(10)).expect("watermarks");
-            let at = |l: &TopicPartitionList| l.find_partition(topic, e.partition()).and_then(|p| p.offset().to_raw()).filter(|o| *o >= 0);
+            let (low, high) =
+                watermarks.fetch_watermarks(topic, e.partition(), Duration::from_secs(10)).expect("watermarks");
+            let at = |l: &TopicPartitionList| {
+                l.find_partition(topic, e.partition()).and_then(|p| p.offset().to_raw()).filter(|o| *o >= 0)
+            };
             let position = at(&positions).or_else(|| at(&committed)).unwrap_or(-1);
             high == low || position >= high
         });
@@ -163,7 +181,13 @@ pub fn count_readable(bootstrap: &str, topic: &str, partitions: usize) -> usize 
 
 /// Produces `records` in transactions of `per_tx`; with `abort_after`, an aborted transaction
 /// of 30 records follows that many records.
-pub fn produce_transactions(bootstrap: &str, topic: &str, records: &[TestRecord], per_tx: usize, abort_after: Option<usize>) {
+pub fn produce_transactions(
+    bootstrap: &str,
+    topic: &str,
+    records: &[TestRecord],
+    per_tx: usize,
+    abort_after: Option<usize>,
+) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("transactional.id", unique("tx"))

@@ -66,7 +66,11 @@ pub fn settled_count(bootstrap: &str, topic: &str, at_least: i64, timeout: Durat
 
 /// The values of `parts`, partition after partition, as strings.
 pub fn values_of(parts: &[Vec<TestRecord>]) -> Vec<String> {
-    parts.iter().flatten().map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_string()).collect()
+    parts
+        .iter()
+        .flatten()
+        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_string())
+        .collect()
 }
 
 /// A producer thread writing `per_sec` records a second at a steady pace, values from
@@ -83,7 +87,14 @@ impl SteadyProducer {
     }
 
     /// As [`SteadyProducer::start`], numbering records from `first` (after a preloaded backlog).
-    pub fn start_from(bootstrap: &str, topic: &str, partitions: i32, per_sec: u64, value_bytes: usize, first: u64) -> Self {
+    pub fn start_from(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        per_sec: u64,
+        value_bytes: usize,
+        first: u64,
+    ) -> Self {
         use std::sync::atomic::AtomicBool;
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -95,8 +106,11 @@ impl SteadyProducer {
                 let mut seq = first;
                 while !stop.load(Ordering::Relaxed) {
                     let due = first + started.elapsed().as_millis() as u64 * per_sec / 1000;
-                    let batch: Vec<TestRecord> =
-                        (seq..due).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
+                    let batch: Vec<TestRecord> = (seq..due)
+                        .map(|s| {
+                            TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))
+                        })
+                        .collect();
                     send_all(&p, &topic, &batch);
                     seq = seq.max(due);
                     sent.store(seq, Ordering::Relaxed);
@@ -135,7 +149,9 @@ pub fn preload(bootstrap: &str, topic: &str, partitions: i32, from: u64, to: u64
     let mut at = from;
     while at < to {
         let end = (at + 50_000).min(to);
-        let chunk: Vec<TestRecord> = (at..end).map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes))).collect();
+        let chunk: Vec<TestRecord> = (at..end)
+            .map(|s| TestRecord::kv((s % partitions as u64) as i32, &s.to_string(), &seq_value(s, value_bytes)))
+            .collect();
         send_all(&p, topic, &chunk);
         at = end;
     }
@@ -155,7 +171,12 @@ pub fn send_sentinels(bootstrap: &str, topic: &str, partitions: i32) {
 /// Reads every partition of `topic` from the beginning, `read_committed`, until each has shown
 /// its [`SENTINEL`]; returns the records before the sentinels per partition, in log order, or
 /// `None` if a sentinel did not arrive within `timeout`.
-pub fn read_through_sentinels(bootstrap: &str, topic: &str, partitions: i32, timeout: Duration) -> Option<Vec<Vec<TestRecord>>> {
+pub fn read_through_sentinels(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> Option<Vec<Vec<TestRecord>>> {
     use rdkafka::consumer::Consumer;
     use rdkafka::message::Message;
     let deadline = Instant::now() + timeout;
@@ -176,7 +197,13 @@ pub fn read_through_sentinels(bootstrap: &str, topic: &str, partitions: i32, tim
             if m.payload() == Some(SENTINEL.as_bytes()) {
                 done[p] = true;
             } else if !done[p] {
-                out[p].push(TestRecord { partition: m.partition(), key: m.key().map(<[u8]>::to_vec), value: m.payload().map(<[u8]>::to_vec), headers: Vec::new(), timestamp: None });
+                out[p].push(TestRecord {
+                    partition: m.partition(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers: Vec::new(),
+                    timestamp: None,
+                });
             }
         }
     }
@@ -198,13 +225,18 @@ pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i
     let mut out: std::collections::BTreeMap<i32, Vec<Option<i64>>> = std::collections::BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let at_end = |c: &rdkafka::consumer::BaseConsumer| {
-        c.position().ok().and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw())).is_some_and(|o| o >= high)
+        c.position()
+            .ok()
+            .and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw()))
+            .is_some_and(|o| o >= high)
     };
     while !at_end(&c) {
         assert!(Instant::now() < deadline, "the position topic was not read to its end");
         let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
         match m.key().and_then(|k| decode(k, m.payload())) {
-            Some(StoredRecord::Position((t, p), stored)) if t == topic => out.entry(p).or_default().push(Some(stored.next)),
+            Some(StoredRecord::Position((t, p), stored)) if t == topic => {
+                out.entry(p).or_default().push(Some(stored.next))
+            }
             Some(StoredRecord::PositionDeleted((t, p))) if t == topic => out.entry(p).or_default().push(None),
             _ => {}
         }

@@ -63,7 +63,10 @@ pub fn kafka_sh_stdout(args: &[&str]) -> String {
 /// Starts (or finds running) the shared stand. Tests use unique topic names, so they can share it.
 pub fn stand() -> &'static Stand {
     static STAND: OnceLock<Stand> = OnceLock::new();
-    STAND.get_or_init(|| Stand { east: kafka_sh(&["start", "us-east", "3", "19092"]), west: kafka_sh(&["start", "us-west", "1", "29092"]) })
+    STAND.get_or_init(|| Stand {
+        east: kafka_sh(&["start", "us-east", "3", "19092"]),
+        west: kafka_sh(&["start", "us-west", "1", "29092"]),
+    })
 }
 
 /// A topic name no other test (or earlier run) uses.
@@ -134,7 +137,13 @@ pub struct TestRecord {
 
 impl TestRecord {
     pub fn kv(partition: i32, key: &str, value: &str) -> Self {
-        Self { partition, key: Some(key.as_bytes().to_vec()), value: Some(value.as_bytes().to_vec()), headers: vec![], timestamp: None }
+        Self {
+            partition,
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(value.as_bytes().to_vec()),
+            headers: vec![],
+            timestamp: None,
+        }
     }
 }
 
@@ -177,7 +186,10 @@ pub fn send_all(p: &ThreadedProducer<DefaultProducerContext>, topic: &str, recor
         loop {
             match p.send(pending) {
                 Ok(()) => break,
-                Err((rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                    back,
+                )) => {
                     pending = back;
                     std::thread::sleep(Duration::from_millis(5));
                 }
@@ -350,7 +362,11 @@ impl Drop for Strait {
 /// Runs a `strait` command to completion: (success, stdout, stderr).
 pub fn strait_cli(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_strait")).args(args).output().expect("run strait");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
 }
 
 /// Records per partition, for comparisons that ignore the (target-assigned) timestamps' absence.
@@ -385,13 +401,19 @@ pub fn plugin(name: &str) -> PathBuf {
             .expect("cargo");
         assert!(out.status.success(), "building plugins/ failed:\n{}", String::from_utf8_lossy(&out.stderr));
     });
-    let path = repo_root().join(format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", name.replace('-', "_")));
+    let path =
+        repo_root().join(format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", name.replace('-', "_")));
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
 
 /// The newest heartbeat of `source->target` in `topic` on `bootstrap`.
-pub fn newest_heartbeat(bootstrap: &str, topic: &str, source: &str, target: &str) -> Option<strait_core::offsets::mm2::Heartbeat> {
+pub fn newest_heartbeat(
+    bootstrap: &str,
+    topic: &str,
+    source: &str,
+    target: &str,
+) -> Option<strait_core::offsets::mm2::Heartbeat> {
     let c = consumer(bootstrap);
     let (_, high) = c.fetch_watermarks(topic, 0, Duration::from_secs(10)).ok()?;
     let mut tpl = rdkafka::TopicPartitionList::new();
@@ -401,7 +423,9 @@ pub fn newest_heartbeat(bootstrap: &str, topic: &str, source: &str, target: &str
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::time::Instant::now() < deadline {
         let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
-        let beat = strait_core::offsets::mm2::Heartbeat::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default()).expect("MM2 layout");
+        let beat =
+            strait_core::offsets::mm2::Heartbeat::decode(m.key().unwrap_or_default(), m.payload().unwrap_or_default())
+                .expect("MM2 layout");
         if beat.source == source && beat.target == target {
             newest = Some(beat);
         }
@@ -427,7 +451,8 @@ pub fn example(name: &str, topic: &str) -> String {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut text = text.replace("orders", topic);
     for plugin_name in ["last-write-wins", "key-ownership"] {
-        let built = format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", plugin_name.replace('-', "_"));
+        let built =
+            format!("plugins/target/wasm32-wasip2/release/strait_policy_{}.wasm", plugin_name.replace('-', "_"));
         if text.contains(&built) {
             text = text.replace(&built, &plugin(plugin_name).display().to_string());
         }
@@ -466,7 +491,8 @@ impl Strait {
 
     /// Sends `kill -<sig>` (e.g. `HUP`, `TERM`) to the process.
     pub fn signal(&self, sig: &str) {
-        let status = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().expect("kill");
+        let status =
+            Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().expect("kill");
         assert!(status.success(), "kill -{sig} {}", self.child.id());
     }
 
@@ -578,8 +604,11 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 pub fn delete_topic(bootstrap: &str, name: &str) {
     use rdkafka::admin::{AdminClient, AdminOptions};
     use rdkafka::client::DefaultClientContext;
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))).request_timeout(Some(Duration::from_secs(30)));
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin client");
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(Duration::from_secs(30)))
+        .request_timeout(Some(Duration::from_secs(30)));
     let results = block_on(admin.delete_topics(&[name], &opts)).unwrap_or_else(|e| panic!("delete {name}: {e}"));
     for r in results {
         if let Err((topic, code)) = r {
@@ -639,9 +668,17 @@ impl OwnCluster {
 
     /// The pids of its broker processes.
     pub fn pids(&self) -> Vec<String> {
-        let out = Command::new("bash").arg(repo_root().join("scripts/kafka.sh")).args(["pids", &self.name]).output().expect("kafka.sh");
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts/kafka.sh"))
+            .args(["pids", &self.name])
+            .output()
+            .expect("kafka.sh");
         assert!(out.status.success(), "kafka.sh pids {}: {}", self.name, String::from_utf8_lossy(&out.stderr));
-        let pids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+        let pids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
         assert!(!pids.is_empty(), "cluster {} has no running broker", self.name);
         pids
     }

@@ -120,7 +120,9 @@ fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
         aliases.join(", ")
     );
     for (alias, topic) in aliases.iter().zip(topics) {
-        c += &format!("{alias}.bootstrap.servers = {east}\n{alias}->us-west.enabled = true\n{alias}->us-west.topics = {topic}\n");
+        c += &format!(
+            "{alias}.bootstrap.servers = {east}\n{alias}->us-west.enabled = true\n{alias}->us-west.topics = {topic}\n"
+        );
     }
     if who == Who::Mm2 {
         // MM2 builds a Connect herder for every ordered pair of clusters whose heartbeats are on,
@@ -138,7 +140,15 @@ fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
     c
 }
 
-fn measure(who: Who, root: &Path, out: &Path, east: &str, west: &str, topics: &[String], tag: &str) -> anyhow::Result<Figures> {
+fn measure(
+    who: Who,
+    root: &Path,
+    out: &Path,
+    east: &str,
+    west: &str,
+    topics: &[String],
+    tag: &str,
+) -> anyhow::Result<Figures> {
     let path = out.join(format!("{tag}.properties"));
     std::fs::write(&path, config(who, east, west, topics)).context("config file")?;
     let log = std::fs::File::create(out.join(format!("{tag}.log"))).context("log file")?;
@@ -198,7 +208,9 @@ fn wait_for_topics(west: &str, topics: &[String], timeout: Duration) -> anyhow::
         // A fresh client each time: librdkafka remembers a topic it found missing.
         let c: BaseConsumer = ClientConfig::new().set("bootstrap.servers", west).create().context("metadata client")?;
         if let Ok(md) = c.fetch_metadata(None, Duration::from_secs(10)) {
-            let present = |t: &String| md.topics().iter().any(|m| m.name() == t && m.error().is_none() && !m.partitions().is_empty());
+            let present = |t: &String| {
+                md.topics().iter().any(|m| m.name() == t && m.error().is_none() && !m.partitions().is_empty())
+            };
             if topics.iter().all(present) {
                 return Ok(());
             }
@@ -251,11 +263,7 @@ impl Load {
             }
             let _ = producer.flush(Duration::from_secs(10));
         });
-        Ok(Self {
-            stop,
-            failed,
-            thread: Some(thread),
-        })
+        Ok(Self { stop, failed, thread: Some(thread) })
     }
 }
 

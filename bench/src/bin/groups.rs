@@ -38,11 +38,7 @@ fn main() -> anyhow::Result<()> {
     let count: usize = groups.parse().context("GROUPS must be a number")?;
     let runtime = std::thread::available_parallelism().map_or(1, |n| n.get());
     admin::create_topics(bootstrap, &[TOPIC.to_string()], PARTITIONS)?;
-    let cluster = ClusterConfig {
-        alias: ClusterAlias::new("bench"),
-        bootstrap_servers: bootstrap.clone(),
-        line: 0,
-    };
+    let cluster = ClusterConfig { alias: ClusterAlias::new("bench"), bootstrap_servers: bootstrap.clone(), line: 0 };
     let reader = Groups::connect(&cluster, &ClientSettings::default()).context("connecting the reader")?;
     let existing: HashSet<String> = reader.list().context("listing groups")?.into_iter().collect();
     let names: Vec<String> = (0..count).map(|i| format!("{PREFIX}{i}")).collect();
@@ -123,8 +119,6 @@ fn make_groups(bootstrap: &str, groups: &[&String]) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a group maker panicked"))?)
+        workers.into_iter().try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a group maker panicked"))?)
     })
 }

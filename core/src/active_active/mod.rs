@@ -49,7 +49,15 @@ impl ActiveActive {
     /// A filter for the flow `source->target`; `provenance` turns on the header and the loop
     /// check, `conflicts` the resolution.
     pub fn new(source: &str, target: &str, slots: Slots, provenance: bool, conflicts: Option<Conflicts>) -> Self {
-        Self { flow: format!("{source}->{target}"), source: source.into(), target: target.into(), slots, provenance, conflicts, scratch: Vec::new() }
+        Self {
+            flow: format!("{source}->{target}"),
+            source: source.into(),
+            target: target.into(),
+            slots,
+            provenance,
+            conflicts,
+            scratch: Vec::new(),
+        }
     }
 }
 
@@ -89,9 +97,12 @@ impl RecordFilter for ActiveActive {
                 continue;
             }
             let mut route = None;
-            if let (Some(c), Some(before), Some(key)) = (self.conflicts.as_mut(), known[i].as_ref(), batch.key(record)) {
+            if let (Some(c), Some(before), Some(key)) = (self.conflicts.as_mut(), known[i].as_ref(), batch.key(record))
+            {
                 let newest = match (before, written.get(key)) {
-                    (Some(b), Some(w)) => Some(if (w.timestamp, &*w.origin) >= (b.timestamp, &*b.origin) { w } else { b }),
+                    (Some(b), Some(w)) => {
+                        Some(if (w.timestamp, &*w.origin) >= (b.timestamp, &*b.origin) { w } else { b })
+                    }
                     (b, w) => b.as_ref().or(w),
                 };
                 if c.instance.resolve(key, record.timestamp, &origin, batch.bytes(record.headers), newest)? {

@@ -59,19 +59,28 @@ impl Groups {
 
     /// Every group the cluster knows.
     pub fn list(&self) -> Result<Vec<String>, ClusterError> {
-        let list = self.lister.fetch_group_list(None, REQUEST_TIMEOUT).map_err(|e| self.fail("listing consumer groups".into(), e))?;
+        let list = self
+            .lister
+            .fetch_group_list(None, REQUEST_TIMEOUT)
+            .map_err(|e| self.fail("listing consumer groups".into(), e))?;
         Ok(list.groups().iter().map(|g| g.name().to_string()).collect())
     }
 
     /// Whether `topic` exists on the cluster.
     pub fn topic_exists(&self, topic: &str) -> Result<bool, ClusterError> {
-        let md = self.lister.fetch_metadata(Some(topic), REQUEST_TIMEOUT).map_err(|e| self.fail(format!("looking up topic {topic}"), e))?;
+        let md = self
+            .lister
+            .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+            .map_err(|e| self.fail(format!("looking up topic {topic}"), e))?;
         Ok(md.topics().iter().any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
     }
 
     /// How many members `group` has right now (0 for an empty or unknown group).
     pub fn members(&self, group: &str) -> Result<usize, ClusterError> {
-        let list = self.lister.fetch_group_list(Some(group), REQUEST_TIMEOUT).map_err(|e| self.fail(format!("describing group `{group}`"), e))?;
+        let list = self
+            .lister
+            .fetch_group_list(Some(group), REQUEST_TIMEOUT)
+            .map_err(|e| self.fail(format!("describing group `{group}`"), e))?;
         Ok(list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum())
     }
 
@@ -86,7 +95,11 @@ impl Groups {
 
     /// The committed offsets among `partitions` of each of `groups`, asked for many groups at
     /// once; each group gets its own answer or error, in the order given.
-    pub fn committed_by_group(&self, groups: &[String], partitions: &[(String, i32)]) -> Vec<(String, Result<Vec<Committed>, ClusterError>)> {
+    pub fn committed_by_group(
+        &self,
+        groups: &[String],
+        partitions: &[(String, i32)],
+    ) -> Vec<(String, Result<Vec<Committed>, ClusterError>)> {
         if partitions.is_empty() {
             return groups.iter().map(|g| (g.clone(), Ok(Vec::new()))).collect();
         }
@@ -100,8 +113,14 @@ impl Groups {
             .collect()
     }
 
-    fn among(&self, group: &str, all: Result<Vec<GroupOffset>, String>, wanted: &HashSet<(&str, i32)>) -> Result<Vec<Committed>, ClusterError> {
-        let all = all.map_err(|reason| self.fail(format!("reading the committed offsets of group `{group}`"), reason))?;
+    fn among(
+        &self,
+        group: &str,
+        all: Result<Vec<GroupOffset>, String>,
+        wanted: &HashSet<(&str, i32)>,
+    ) -> Result<Vec<Committed>, ClusterError> {
+        let all =
+            all.map_err(|reason| self.fail(format!("reading the committed offsets of group `{group}`"), reason))?;
         Ok(all
             .into_iter()
             .filter(|(topic, partition, _, _)| wanted.contains(&(topic.as_str(), *partition)))
@@ -118,14 +137,20 @@ impl Groups {
         let mut tpl = TopicPartitionList::new();
         for (topic, partition) in partitions {
             // ListOffsets reads the timestamp -2 (`Offset::Beginning`) as "the log start".
-            tpl.add_partition_offset(topic, *partition, Offset::Beginning).map_err(|e| self.fail(format!("asking for the start of {topic}-{partition}"), e))?;
+            tpl.add_partition_offset(topic, *partition, Offset::Beginning)
+                .map_err(|e| self.fail(format!("asking for the start of {topic}-{partition}"), e))?;
         }
-        let answer = self.lister.offsets_for_times(tpl, REQUEST_TIMEOUT).map_err(|e| self.fail("reading log start offsets".into(), e))?;
+        let answer = self
+            .lister
+            .offsets_for_times(tpl, REQUEST_TIMEOUT)
+            .map_err(|e| self.fail("reading log start offsets".into(), e))?;
         Ok(answer
             .elements()
             .iter()
             .filter(|e| e.error().is_ok())
-            .filter_map(|e| e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_string(), e.partition()), o)))
+            .filter_map(|e| {
+                e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_string(), e.partition()), o))
+            })
             .collect())
     }
 
@@ -138,10 +163,12 @@ impl Groups {
                 .map_err(|e| self.fail(format!("committing for group `{group}`"), e))?;
         }
         let alias = self.cluster.alias.to_string();
-        consumer(&self.cluster, &self.settings, group)?.commit(&tpl, CommitMode::Sync).map_err(|e| ClusterError::Client {
-            alias,
-            what: format!("committing offsets for group `{group}`"),
-            reason: e.to_string(),
+        consumer(&self.cluster, &self.settings, group)?.commit(&tpl, CommitMode::Sync).map_err(|e| {
+            ClusterError::Client {
+                alias,
+                what: format!("committing offsets for group `{group}`"),
+                reason: e.to_string(),
+            }
         })
     }
 }
@@ -151,5 +178,12 @@ fn wanted(partitions: &[(String, i32)]) -> HashSet<(&str, i32)> {
 }
 
 fn consumer(cluster: &ClusterConfig, settings: &ClientSettings, group: &str) -> Result<BaseConsumer, ClusterError> {
-    create_client(cluster, settings, "consumer", &[], &[("group.id", group), ("enable.auto.commit", "false")], DefaultConsumerContext)
+    create_client(
+        cluster,
+        settings,
+        "consumer",
+        &[],
+        &[("group.id", group), ("enable.auto.commit", "false")],
+        DefaultConsumerContext,
+    )
 }

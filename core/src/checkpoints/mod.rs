@@ -33,7 +33,10 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn due(last: Option<&Checkpoint>, upstream: i64, downstream: i64) -> bool {
     match last {
         None => true,
-        Some(l) => (upstream, downstream) != (l.upstream, l.downstream) && (upstream < l.upstream || downstream >= l.downstream),
+        Some(l) => {
+            (upstream, downstream) != (l.upstream, l.downstream)
+                && (upstream < l.upstream || downstream >= l.downstream)
+        }
     }
 }
 
@@ -63,7 +66,13 @@ impl Translation {
     /// Every partition a group on `source_alias` could be checkpointed for: the flow's own
     /// topics (`topics`; the position topic may hold other flows from the same source), and
     /// every topic the reverse flow replicated.
-    pub fn watched(&self, naming: &dyn ReplicationPolicy, topics: &TopicFilter, source_alias: &str, target_alias: &str) -> Result<Vec<Watched>, FlowError> {
+    pub fn watched(
+        &self,
+        naming: &dyn ReplicationPolicy,
+        topics: &TopicFilter,
+        source_alias: &str,
+        target_alias: &str,
+    ) -> Result<Vec<Watched>, FlowError> {
         let mut out = Vec::new();
         for (topic, partition) in self.forward.partitions.keys().filter(|(t, _)| topics.matches(t)) {
             let target_topic = naming.format_remote_topic(source_alias, topic)?;
@@ -99,8 +108,15 @@ impl Translation {
 pub fn ahead_of(checkpoints: &[Checkpoint], committed: &[Committed]) -> Vec<Committed> {
     checkpoints
         .iter()
-        .filter(|c| !committed.iter().any(|t| t.topic == c.topic && t.partition == c.partition && t.offset >= c.downstream))
-        .map(|c| Committed { topic: c.topic.clone(), partition: c.partition, offset: c.downstream, metadata: c.metadata.clone() })
+        .filter(|c| {
+            !committed.iter().any(|t| t.topic == c.topic && t.partition == c.partition && t.offset >= c.downstream)
+        })
+        .map(|c| Committed {
+            topic: c.topic.clone(),
+            partition: c.partition,
+            offset: c.downstream,
+            metadata: c.metadata.clone(),
+        })
         .collect()
 }
 
@@ -144,10 +160,20 @@ impl CheckpointTask {
     /// next round.
     pub fn ticker(self) -> CheckpointTicker {
         let next_sync = self.config.sync_group_offsets.map(|i| Instant::now() + i);
-        CheckpointTicker { task: self, translation: Translation::default(), back_tail: None, next_checkpoint: Instant::now(), next_sync }
+        CheckpointTicker {
+            task: self,
+            translation: Translation::default(),
+            back_tail: None,
+            next_checkpoint: Instant::now(),
+            next_sync,
+        }
     }
 
-    fn checkpoint_round(&mut self, translation: &mut Translation, back_tail: &mut Option<TopicTail>) -> Result<(), FlowError> {
+    fn checkpoint_round(
+        &mut self,
+        translation: &mut Translation,
+        back_tail: &mut Option<TopicTail>,
+    ) -> Result<(), FlowError> {
         self.forward_tail.catch_up(READ_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
         // The reverse flow's positions live on this flow's source; it may start later.
         if back_tail.is_none() {
@@ -158,8 +184,10 @@ impl CheckpointTask {
             // The reverse flow deletes the runs of its own deleted topics.
             translation.back.orphaned.clear();
         }
-        let watched = translation.watched(self.naming.as_ref(), &self.topics, &self.source_alias, &self.target_alias)?;
-        let by_partition: HashMap<(&str, i32), &Watched> = watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
+        let watched =
+            translation.watched(self.naming.as_ref(), &self.topics, &self.source_alias, &self.target_alias)?;
+        let by_partition: HashMap<(&str, i32), &Watched> =
+            watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
 
         // Pruning the mapping needs the oldest offset of every group: a group not read this
@@ -177,7 +205,11 @@ impl CheckpointTask {
                 // A filter that fails holds back its group only, until a later round.
                 Err(e) => {
                     every_group_read = false;
-                    FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit()
+                    FlowRetrying {
+                        flow: &self.flow,
+                        what: &format!("group `{group}` not checkpointed this round: {e}"),
+                    }
+                    .emit()
                 }
             }
         }
@@ -188,7 +220,11 @@ impl CheckpointTask {
                 Ok(committed) => committed,
                 Err(e) => {
                     every_group_read = false;
-                    FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {e}") }.emit();
+                    FlowRetrying {
+                        flow: &self.flow,
+                        what: &format!("group `{group}` not checkpointed this round: {e}"),
+                    }
+                    .emit();
                     continue;
                 }
             };
@@ -207,7 +243,8 @@ impl CheckpointTask {
                 }
                 let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
                 if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
-                    FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
+                    FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }
+                        .emit();
                     continue;
                 }
                 self.last.insert(key, checkpoint);
@@ -236,7 +273,12 @@ impl CheckpointTask {
     /// position topic stays bounded. `oldest` is every group's oldest committed offset per
     /// partition, when every group could be read. Only the forward mapping: the reverse flow
     /// prunes its own, against the groups of its source.
-    fn prune(&mut self, forward: &mut Mappings, partitions: &[(String, i32)], oldest: Option<&HashMap<(String, i32), i64>>) {
+    fn prune(
+        &mut self,
+        forward: &mut Mappings,
+        partitions: &[(String, i32)],
+        oldest: Option<&HashMap<(String, i32), i64>>,
+    ) {
         if partitions.is_empty() && forward.orphaned.is_empty() {
             return;
         }
@@ -254,7 +296,9 @@ impl CheckpointTask {
             // A partition no group committed on keeps its runs back to the log start: a group
             // that turns up later at any offset still gets an exact answer.
             let needed = oldest.and_then(|o| o.get(id).copied());
-            dead.extend(map.obsolete(starts.get(id).copied(), needed).into_iter().map(|upstream| (id.clone(), upstream)));
+            dead.extend(
+                map.obsolete(starts.get(id).copied(), needed).into_iter().map(|upstream| (id.clone(), upstream)),
+            );
         }
         if dead.is_empty() {
             return;
@@ -285,7 +329,8 @@ impl CheckpointTask {
         if !self.source_groups.topic_exists(&topic)? {
             return Ok(None);
         }
-        TopicTail::open(&self.source, &self.source_settings, &topic).map(|t| Some(t.abandon_when(self.forward_tail.abandon_flag())))
+        TopicTail::open(&self.source, &self.source_settings, &topic)
+            .map(|t| Some(t.abandon_when(self.forward_tail.abandon_flag())))
     }
 
     /// Commits the latest checkpoints of every group that is empty on the target, where they are
@@ -295,10 +340,16 @@ impl CheckpointTask {
         for group in groups {
             let checkpoints: Vec<Checkpoint> = self.last.values().filter(|c| c.group == group).cloned().collect();
             match sync_group(&self.target_groups, &group, &checkpoints) {
-                Ok(SyncOutcome::Active(members)) => GroupSyncSkipped { flow: &self.flow, group: &group, members }.emit(),
-                Ok(SyncOutcome::Committed(n)) if n > 0 => GroupOffsetsSynced { flow: &self.flow, group: &group, partitions: n }.emit(),
+                Ok(SyncOutcome::Active(members)) => {
+                    GroupSyncSkipped { flow: &self.flow, group: &group, members }.emit()
+                }
+                Ok(SyncOutcome::Committed(n)) if n > 0 => {
+                    GroupOffsetsSynced { flow: &self.flow, group: &group, partitions: n }.emit()
+                }
                 Ok(SyncOutcome::Committed(_)) => {}
-                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("group offset sync of `{group}`: {e}") }.emit(),
+                Err(e) => {
+                    FlowRetrying { flow: &self.flow, what: &format!("group offset sync of `{group}`: {e}") }.emit()
+                }
             }
         }
     }
@@ -366,7 +417,14 @@ mod tests {
     use crate::offsets::Run;
 
     fn cp(upstream: i64, downstream: i64) -> Checkpoint {
-        Checkpoint { group: "g".into(), topic: "a.t".into(), partition: 0, upstream, downstream, metadata: String::new() }
+        Checkpoint {
+            group: "g".into(),
+            topic: "a.t".into(),
+            partition: 0,
+            upstream,
+            downstream,
+            metadata: String::new(),
+        }
     }
 
     #[test]
@@ -391,10 +449,17 @@ mod tests {
     fn forward_and_back_translation_through_stored_records() {
         let mut t = Translation::default();
         // This flow (a->b): orders-0 replicated 0..120 exactly.
-        t.forward.apply(&encode_key("orders", 0), Some(&encode_value(Stored { next: 120, open: Some(Run { upstream: 0, downstream: 0, len: 120 }) })));
+        t.forward.apply(
+            &encode_key("orders", 0),
+            Some(&encode_value(Stored { next: 120, open: Some(Run { upstream: 0, downstream: 0, len: 120 }) })),
+        );
         // The reverse flow (b->a): b's `pay`-0 from 10 landed at 0 on a, a marker at 15.
-        t.back.apply(&encode_run_key("pay", 0, 10), Some(&encode_run_value(Run { upstream: 10, downstream: 0, len: 5 })));
-        t.back.apply(&encode_key("pay", 0), Some(&encode_value(Stored { next: 30, open: Some(Run { upstream: 17, downstream: 5, len: 13 }) })));
+        t.back
+            .apply(&encode_run_key("pay", 0, 10), Some(&encode_run_value(Run { upstream: 10, downstream: 0, len: 5 })));
+        t.back.apply(
+            &encode_key("pay", 0),
+            Some(&encode_value(Stored { next: 30, open: Some(Run { upstream: 17, downstream: 5, len: 13 }) })),
+        );
         let naming = crate::policy::tests_support::default_naming();
         let all = TopicFilter::new(".*", "").expect("filter");
         let watched = t.watched(naming.as_ref(), &all, "a", "b").expect("names");
@@ -404,12 +469,24 @@ mod tests {
             watched.iter().map(|w| (w.source_topic.as_str(), w.target_topic.as_str(), w.back)).collect::<Vec<_>>(),
             vec![("b.pay", "pay", true), ("orders", "a.orders", false)]
         );
-        let committed = |topic: &str, offset| Committed { topic: topic.into(), partition: 0, offset, metadata: "m".into() };
+        let committed =
+            |topic: &str, offset| Committed { topic: topic.into(), partition: 0, offset, metadata: "m".into() };
         let forward = t.checkpoint("g", &watched[1], &committed("orders", 77)).expect("covered");
-        assert_eq!((forward.topic.as_str(), forward.upstream, forward.downstream, forward.metadata.as_str()), ("a.orders", 77, 77, "m"));
+        assert_eq!(
+            (forward.topic.as_str(), forward.upstream, forward.downstream, forward.metadata.as_str()),
+            ("a.orders", 77, 77, "m")
+        );
         let back = t.checkpoint("g", &watched[0], &committed("b.pay", 7)).expect("covered");
         assert_eq!((back.topic.as_str(), back.upstream, back.downstream), ("pay", 7, 19));
-        assert_eq!(t.checkpoint("g", &watched[0], &committed("b.pay", 5)).map(|c| c.downstream), Some(17), "the record after the marker");
-        assert_eq!(t.checkpoint("g", &watched[0], &committed("b.pay", 18)).map(|c| c.downstream), Some(30), "past everything replicated");
+        assert_eq!(
+            t.checkpoint("g", &watched[0], &committed("b.pay", 5)).map(|c| c.downstream),
+            Some(17),
+            "the record after the marker"
+        );
+        assert_eq!(
+            t.checkpoint("g", &watched[0], &committed("b.pay", 18)).map(|c| c.downstream),
+            Some(30),
+            "past everything replicated"
+        );
     }
 }

@@ -150,7 +150,11 @@ pub fn describe_topic_acls<C: ClientContext>(client: &Client<C>, timeout: Durati
 /// Creates `acls` (CreateAcls); creating one that exists is not an error. Empty: `Ok`, no request.
 /// A cluster without an authorizer gives the SECURITY_DISABLED error; any other refusal names the
 /// binding and carries librdkafka's error name (e.g. `CLUSTER_AUTHORIZATION_FAILED`).
-pub fn create_topic_acls<C: ClientContext>(client: &Client<C>, acls: &[TopicAcl], timeout: Duration) -> Result<(), String> {
+pub fn create_topic_acls<C: ClientContext>(
+    client: &Client<C>,
+    acls: &[TopicAcl],
+    timeout: Duration,
+) -> Result<(), String> {
     if acls.is_empty() {
         return Ok(());
     }
@@ -167,7 +171,9 @@ pub fn create_topic_acls<C: ClientContext>(client: &Client<C>, acls: &[TopicAcl]
         // Kafka answers in the order of the request.
         for (acl, &result) in acls.iter().zip(c_array(results, count)) {
             let error = rd::rd_kafka_acl_result_error(result);
-            if !error.is_null() && rd::rd_kafka_error_code(error) == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_SECURITY_DISABLED {
+            if !error.is_null()
+                && rd::rd_kafka_error_code(error) == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_SECURITY_DISABLED
+            {
                 return Err(NO_AUTHORIZER.into());
             }
             check_error(error).map_err(|e| format!("creating ACL `{acl}`: {e}"))?;
@@ -182,7 +188,9 @@ fn confirm_authorizer<C: ClientContext>(client: &Client<C>, timeout: Duration) -
     let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: the handle is live while `client` is borrowed; the call only reads metadata.
     let broker = unsafe { rd::rd_kafka_controllerid(client.native_ptr(), timeout_ms) };
-    let unconfirmed = |why: String| format!("the cluster listed no topic ACLs, and whether it has an authorizer could not be checked: {why}");
+    let unconfirmed = |why: String| {
+        format!("the cluster listed no topic ACLs, and whether it has an authorizer could not be checked: {why}")
+    };
     if broker < 0 {
         return Err(unconfirmed("no broker answered a metadata request".into()));
     }
@@ -211,7 +219,8 @@ fn new_binding(acl: &TopicAcl) -> Result<Owned<rd::rd_kafka_AclBinding_t>, Strin
             errstr.as_mut_ptr(),
             errstr.len(),
         );
-        Owned::new(binding, rd::rd_kafka_AclBinding_destroy).ok_or_else(|| format!("ACL `{acl}`: {}", c_text(errstr.as_ptr())))
+        Owned::new(binding, rd::rd_kafka_AclBinding_destroy)
+            .ok_or_else(|| format!("ACL `{acl}`: {}", c_text(errstr.as_ptr())))
     }
 }
 
@@ -334,11 +343,9 @@ mod tests {
         }
         assert_eq!(pattern_to_rd(true), P::RD_KAFKA_RESOURCE_PATTERN_PREFIXED);
         assert_eq!(pattern_to_rd(false), P::RD_KAFKA_RESOURCE_PATTERN_LITERAL);
-        for other in [
-            P::RD_KAFKA_RESOURCE_PATTERN_UNKNOWN,
-            P::RD_KAFKA_RESOURCE_PATTERN_ANY,
-            P::RD_KAFKA_RESOURCE_PATTERN_MATCH,
-        ] {
+        for other in
+            [P::RD_KAFKA_RESOURCE_PATTERN_UNKNOWN, P::RD_KAFKA_RESOURCE_PATTERN_ANY, P::RD_KAFKA_RESOURCE_PATTERN_MATCH]
+        {
             assert_eq!(pattern_from_rd(other), None);
         }
     }
@@ -355,12 +362,7 @@ mod tests {
         };
         assert_eq!(acl.to_string(), "DENY User:alice from * READ on topics orders*");
         assert_eq!(
-            TopicAcl {
-                prefixed: false,
-                allow: true,
-                ..acl
-            }
-            .to_string(),
+            TopicAcl { prefixed: false, allow: true, ..acl }.to_string(),
             "ALLOW User:alice from * READ on topic orders"
         );
     }

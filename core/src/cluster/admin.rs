@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use rdkafka::admin::{AdminClient, AdminOptions, ConfigEntry, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, ConfigEntry, NewPartitions, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::acls::{create_topic_acls, describe_topic_acls, TopicAcl};
@@ -33,7 +35,12 @@ impl TopicSpec {
     /// A single-partition compacted topic, the shape of every replicator-internal topic
     /// (positions, offset syncs, heartbeats).
     pub fn compacted_single(name: impl Into<String>, replication_factor: i32) -> Self {
-        Self { name: name.into(), partitions: 1, replication_factor, configs: vec![("cleanup.policy".into(), "compact".into())] }
+        Self {
+            name: name.into(),
+            partitions: 1,
+            replication_factor,
+            configs: vec![("cleanup.policy".into(), "compact".into())],
+        }
     }
 }
 
@@ -78,11 +85,12 @@ impl AdminConnection {
     /// Connects an admin client to `cluster`.
     pub fn connect(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Self, ClusterError> {
         let client = create_client(cluster, settings, "admin", &[], &[], DefaultClientContext)?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| ClusterError::Client {
-            alias: cluster.alias.to_string(),
-            what: "starting the admin runtime".into(),
-            reason: e.to_string(),
-        })?;
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| ClusterError::Client {
+                alias: cluster.alias.to_string(),
+                what: "starting the admin runtime".into(),
+                reason: e.to_string(),
+            })?;
         Ok(Self { client, runtime })
     }
 }
@@ -126,7 +134,12 @@ impl ClusterAdmin {
             what: "reading metadata".into(),
             reason: e.to_string(),
         })?;
-        Ok(md.topics().iter().filter(|t| t.error().is_none()).map(|t| (t.name().to_string(), t.partitions().len() as i32)).collect())
+        Ok(md
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none())
+            .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+            .collect())
     }
 
     fn failed(&self, what: String, reason: impl ToString) -> ClusterError {
@@ -135,32 +148,49 @@ impl ClusterAdmin {
 
     /// Every config of each of `topics`, or why the cluster did not describe it (deleted
     /// meanwhile, DESCRIBE_CONFIGS denied).
-    pub fn topic_configs(&self, topics: &[&str]) -> Result<HashMap<String, Result<Vec<ConfigEntry>, String>>, ClusterError> {
+    pub fn topic_configs(
+        &self,
+        topics: &[&str],
+    ) -> Result<HashMap<String, Result<Vec<ConfigEntry>, String>>, ClusterError> {
         if topics.is_empty() {
             return Ok(HashMap::new());
         }
         let opts = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
         let specs: Vec<ResourceSpecifier<'_>> = topics.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
-        let results = self.conn.runtime.block_on(self.conn.client.describe_configs(&specs, &opts)).map_err(|e| self.failed("describing topic configs".into(), e))?;
-        Ok(topics.iter().zip(results).map(|(topic, r)| (topic.to_string(), r.map(|c| c.entries).map_err(|code| code.to_string()))).collect())
+        let results = self
+            .conn
+            .runtime
+            .block_on(self.conn.client.describe_configs(&specs, &opts))
+            .map_err(|e| self.failed("describing topic configs".into(), e))?;
+        Ok(topics
+            .iter()
+            .zip(results)
+            .map(|(topic, r)| (topic.to_string(), r.map(|c| c.entries).map_err(|code| code.to_string())))
+            .collect())
     }
 
     /// Changes `topic`'s configs by `ops` (IncrementalAlterConfigs): keys not named keep their values.
     pub fn alter_topic_configs(&self, topic: &str, ops: &[(String, ConfigOp)]) -> Result<(), ClusterError> {
         incremental_alter_topic_configs(self.client(), topic, ops, ADMIN_TIMEOUT).map_err(|reason| {
-            let hint = if reason.contains("AUTHORIZATION") { format!("; grant strait's principal ALTER_CONFIGS on `{topic}`") } else { String::new() };
+            let hint = if reason.contains("AUTHORIZATION") {
+                format!("; grant strait's principal ALTER_CONFIGS on `{topic}`")
+            } else {
+                String::new()
+            };
             self.failed(format!("changing the configs of topic `{topic}`"), format!("{reason}{hint}"))
         })
     }
 
     /// Every literal and prefixed ACL on topics.
     pub fn topic_acls(&self) -> Result<Vec<TopicAcl>, ClusterError> {
-        describe_topic_acls(self.client(), ADMIN_TIMEOUT).map_err(|reason| self.failed("describing topic ACLs".into(), reason))
+        describe_topic_acls(self.client(), ADMIN_TIMEOUT)
+            .map_err(|reason| self.failed("describing topic ACLs".into(), reason))
     }
 
     /// Creates `acls`; those that exist already stay as they are.
     pub fn create_topic_acls(&self, acls: &[TopicAcl]) -> Result<(), ClusterError> {
-        create_topic_acls(self.client(), acls, ADMIN_TIMEOUT).map_err(|reason| self.failed("creating topic ACLs".into(), reason))
+        create_topic_acls(self.client(), acls, ADMIN_TIMEOUT)
+            .map_err(|reason| self.failed("creating topic ACLs".into(), reason))
     }
 
     /// Looks the topic up, then [`ClusterAdmin::ensure_topic`].
@@ -178,7 +208,8 @@ impl ClusterAdmin {
         let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
         match existing {
             None => {
-                let mut topic = NewTopic::new(&spec.name, spec.partitions, TopicReplication::Fixed(spec.replication_factor));
+                let mut topic =
+                    NewTopic::new(&spec.name, spec.partitions, TopicReplication::Fixed(spec.replication_factor));
                 for (k, v) in &spec.configs {
                     topic = topic.set(k, v);
                 }
@@ -221,7 +252,10 @@ impl ClusterAdmin {
     fn error(&self, what: &'static str, spec: &TopicSpec, code: RDKafkaErrorCode) -> AdminError {
         let hint = match code {
             RDKafkaErrorCode::InvalidReplicationFactor => {
-                format!("; replication factor {} is more than the brokers `{}` has: lower `replication.factor`", spec.replication_factor, self.alias)
+                format!(
+                    "; replication factor {} is more than the brokers `{}` has: lower `replication.factor`",
+                    spec.replication_factor, self.alias
+                )
             }
             RDKafkaErrorCode::TopicAuthorizationFailed | RDKafkaErrorCode::ClusterAuthorizationFailed => {
                 format!("; grant strait's principal CREATE and ALTER on `{}` of `{}`", spec.name, self.alias)

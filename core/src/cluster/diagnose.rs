@@ -38,7 +38,8 @@ impl ConsumerContext for Recorder {}
 /// librdkafka's reports tell (see [`explain`]).
 pub(crate) fn why_refused(cluster: &ClusterConfig, settings: &ClientSettings, wait: Duration) -> Option<String> {
     let translated = librdkafka_settings(cluster, settings, "admin").ok()?;
-    let probe: BaseConsumer<Recorder> = create_client(cluster, settings, "admin", &[], &[("group.id", "strait-probe")], Recorder::default()).ok()?;
+    let probe: BaseConsumer<Recorder> =
+        create_client(cluster, settings, "admin", &[], &[("group.id", "strait-probe")], Recorder::default()).ok()?;
     let _ = probe.fetch_metadata(None, wait);
     // The reports wait in the client's queue until it is polled.
     let until = Instant::now() + Duration::from_millis(500);

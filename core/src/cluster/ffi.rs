@@ -59,7 +59,11 @@ pub(super) struct AdminRequest<'a> {
 impl<'a> AdminRequest<'a> {
     /// Options for the Admin API call `op` with `timeout` as its request timeout, and a new queue
     /// for its answer.
-    pub(super) fn new<C: ClientContext>(client: &'a Client<C>, op: rd::rd_kafka_admin_op_t, timeout: Duration) -> Result<Self, String> {
+    pub(super) fn new<C: ClientContext>(
+        client: &'a Client<C>,
+        op: rd::rd_kafka_admin_op_t,
+        timeout: Duration,
+    ) -> Result<Self, String> {
         let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS).min(MAX_TIMEOUT_MS);
         let rk = client.native_ptr();
         // SAFETY: `rk` stays live while `client` is borrowed, which `'a` ties this value to. Both
@@ -70,14 +74,9 @@ impl<'a> AdminRequest<'a> {
                 .ok_or_else(|| format!("librdkafka has no admin options for {op:?}"))?;
             let mut errstr = [0 as c_char; 256];
             rd::rd_kafka_AdminOptions_set_request_timeout(options.ptr(), timeout_ms, errstr.as_mut_ptr(), errstr.len());
-            let queue = Owned::new(rd::rd_kafka_queue_new(rk), rd::rd_kafka_queue_destroy).ok_or("librdkafka could not create a queue")?;
-            Ok(Self {
-                rk,
-                options,
-                queue,
-                timeout_ms,
-                _client: PhantomData,
-            })
+            let queue = Owned::new(rd::rd_kafka_queue_new(rk), rd::rd_kafka_queue_destroy)
+                .ok_or("librdkafka could not create a queue")?;
+            Ok(Self { rk, options, queue, timeout_ms, _client: PhantomData })
         }
     }
 
@@ -112,11 +111,7 @@ impl<'a> AdminRequest<'a> {
             if result.is_null() {
                 return Err("an unexpected event answered the request".into());
             }
-            Ok(Answer {
-                _event: event,
-                result,
-                _client: PhantomData,
-            })
+            Ok(Answer { _event: event, result, _client: PhantomData })
         }
     }
 }

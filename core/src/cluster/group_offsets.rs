@@ -29,7 +29,11 @@ pub type GroupOffset = (String, i32, i64, String);
 pub const GROUPS_IN_FLIGHT: usize = 64;
 
 /// Every committed offset of `group`, through the client handle of `client`.
-pub fn list_group_offsets<C: ClientContext>(client: &Client<C>, group: &str, timeout: Duration) -> Result<Vec<GroupOffset>, String> {
+pub fn list_group_offsets<C: ClientContext>(
+    client: &Client<C>,
+    group: &str,
+    timeout: Duration,
+) -> Result<Vec<GroupOffset>, String> {
     list_offsets_of_groups(client, &[group], timeout)
         .pop()
         .map_or_else(|| Err("no answer".into()), |(_, offsets)| offsets)
@@ -58,7 +62,11 @@ pub fn list_offsets_of_groups<C: ClientContext, G: AsRef<str>>(
 }
 
 /// Sends one call per group of `groups` on one queue, then reads as many answers.
-fn ask_window<C: ClientContext>(client: &Client<C>, groups: &[&str], timeout: Duration) -> Result<HashMap<String, Result<Vec<GroupOffset>, String>>, String> {
+fn ask_window<C: ClientContext>(
+    client: &Client<C>,
+    groups: &[&str],
+    timeout: Duration,
+) -> Result<HashMap<String, Result<Vec<GroupOffset>, String>>, String> {
     let call = AdminRequest::new(client, rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPOFFSETS, timeout)?;
     // Every call of the window was sent at once with the same timeout: once a read came back
     // empty at its end, none is left to wait for (each read would wait the whole timeout again).
@@ -107,7 +115,9 @@ fn ask_window<C: ClientContext>(client: &Client<C>, groups: &[&str], timeout: Du
 ///
 /// # Safety
 /// `result` is a live ListConsumerGroupOffsets result.
-unsafe fn read_result(result: *const rd::rd_kafka_ListConsumerGroupOffsets_result_t) -> Vec<(String, Result<Vec<GroupOffset>, String>)> {
+unsafe fn read_result(
+    result: *const rd::rd_kafka_ListConsumerGroupOffsets_result_t,
+) -> Vec<(String, Result<Vec<GroupOffset>, String>)> {
     let mut count = 0usize;
     let groups = rd::rd_kafka_ListConsumerGroupOffsets_result_groups(result, &mut count);
     c_array(groups, count)

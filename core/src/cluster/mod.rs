@@ -58,7 +58,9 @@ pub enum ClusterError {
         cause: String,
     },
     /// librdkafka refused a client setting.
-    #[error("cluster `{alias}`: {role} setting `{key}` (line {line}) was refused by librdkafka: {reason}; fix or remove it")]
+    #[error(
+        "cluster `{alias}`: {role} setting `{key}` (line {line}) was refused by librdkafka: {reason}; fix or remove it"
+    )]
     BadSetting {
         /// The cluster alias.
         alias: String,
@@ -121,7 +123,11 @@ where
         },
         other => {
             let reason = other.to_string();
-            ClusterError::Client { alias: cluster.alias.to_string(), what: format!("creating the {role} client"), reason: format!("{reason}{}", missing_feature(&reason)) }
+            ClusterError::Client {
+                alias: cluster.alias.to_string(),
+                what: format!("creating the {role} client"),
+                reason: format!("{reason}{}", missing_feature(&reason)),
+            }
         }
     })
 }
@@ -138,7 +144,11 @@ fn missing_feature(reason: &str) -> &'static str {
 }
 
 /// The operator's settings in librdkafka's words, key and trust stores included.
-pub(crate) fn librdkafka_settings(cluster: &ClusterConfig, settings: &ClientSettings, role: &str) -> Result<Vec<crate::config::Setting>, ClusterError> {
+pub(crate) fn librdkafka_settings(
+    cluster: &ClusterConfig,
+    settings: &ClientSettings,
+    role: &str,
+) -> Result<Vec<crate::config::Setting>, ClusterError> {
     let (mut translated, _) = settings.to_librdkafka();
     translated.extend(crate::config::store_settings(settings).map_err(|e| ClusterError::Client {
         alias: cluster.alias.to_string(),
@@ -153,7 +163,11 @@ pub(crate) fn librdkafka_settings(cluster: &ClusterConfig, settings: &ClientSett
 pub fn check_reachable(admin: &ClusterAdmin, cluster: &ClusterConfig, timeout: Duration) -> Result<(), ClusterError> {
     let Err(e) = admin.client().fetch_metadata(None, timeout) else { return Ok(()) };
     if let Some(cause) = admin.why_refused(DIAGNOSIS_TIMEOUT) {
-        return Err(ClusterError::Refused { alias: cluster.alias.to_string(), bootstrap: cluster.bootstrap_servers.clone(), cause });
+        return Err(ClusterError::Refused {
+            alias: cluster.alias.to_string(),
+            bootstrap: cluster.bootstrap_servers.clone(),
+            cause,
+        });
     }
     Err(ClusterError::Unreachable {
         alias: cluster.alias.to_string(),

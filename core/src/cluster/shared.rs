@@ -29,7 +29,12 @@ impl<T> PerCluster<T> {
     /// The `T` of `cluster` with `settings`, made by `make` the first time. Aliases of one
     /// cluster (the same bootstrap servers) share it, so a `T` names no alias: a wrapper that
     /// does (in its errors) is made per use around the shared client.
-    pub fn get(&self, cluster: &ClusterConfig, settings: &ClientSettings, make: impl FnOnce() -> Result<T, ClusterError>) -> Result<Arc<T>, ClusterError> {
+    pub fn get(
+        &self,
+        cluster: &ClusterConfig,
+        settings: &ClientSettings,
+        make: impl FnOnce() -> Result<T, ClusterError>,
+    ) -> Result<Arc<T>, ClusterError> {
         let key = cluster.bootstrap_servers.as_str();
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, t)) = made.iter().find(|(k, s, _)| k == key && s.same_client(settings)) {
@@ -52,9 +57,20 @@ impl PerCluster<ThreadedProducer<DefaultProducerContext>> {
     /// The control producer of `cluster` with `settings`: `acks=all`, a 5 ms linger. Aliases
     /// of one cluster (same bootstrap servers and settings) share it: it names no alias, and
     /// each brings a polling thread and one per broker.
-    pub fn producer(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<ControlProducer, ClusterError> {
+    pub fn producer(
+        &self,
+        cluster: &ClusterConfig,
+        settings: &ClientSettings,
+    ) -> Result<ControlProducer, ClusterError> {
         self.get(cluster, settings, || {
-            create_client(cluster, settings, "producer", &[("linger.ms", "5")], &[("acks", "all")], DefaultProducerContext)
+            create_client(
+                cluster,
+                settings,
+                "producer",
+                &[("linger.ms", "5")],
+                &[("acks", "all")],
+                DefaultProducerContext,
+            )
         })
     }
 }
@@ -76,11 +92,19 @@ mod tests {
 
     #[test]
     fn one_per_cluster_until_forgotten() {
-        let cluster = |alias: &str| ClusterConfig { alias: ClusterAlias::new(alias), bootstrap_servers: format!("{}:9092", alias.trim_end_matches(char::is_numeric)), line: 1 };
+        let cluster = |alias: &str| ClusterConfig {
+            alias: ClusterAlias::new(alias),
+            bootstrap_servers: format!("{}:9092", alias.trim_end_matches(char::is_numeric)),
+            line: 1,
+        };
         let settings = ClientSettings::default();
         let made = std::sync::atomic::AtomicU32::new(0);
         let per: PerCluster<u32> = PerCluster::default();
-        let get = |alias: &str| per.get(&cluster(alias), &settings, || Ok(made.fetch_add(1, std::sync::atomic::Ordering::Relaxed))).map(|t| *t).ok();
+        let get = |alias: &str| {
+            per.get(&cluster(alias), &settings, || Ok(made.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+                .map(|t| *t)
+                .ok()
+        };
         assert_eq!((get("a"), get("a"), get("b")), (Some(0), Some(0), Some(1)), "one per cluster");
         assert_eq!(get("a2"), Some(0), "aliases of one cluster (the same bootstrap servers) share it");
         per.forget(&cluster("a2"), &settings);

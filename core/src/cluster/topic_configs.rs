@@ -27,7 +27,12 @@ pub enum ConfigOp {
 /// value. An error carries the broker's text and librdkafka's error name, e.g. `Invalid value x for
 /// configuration retention.bytes: Not a number of type LONG (INVALID_CONFIG)` or
 /// `... (TOPIC_AUTHORIZATION_FAILED)`. Empty `ops`: `Ok` without a request.
-pub fn incremental_alter_topic_configs<C: ClientContext>(client: &Client<C>, topic: &str, ops: &[(String, ConfigOp)], timeout: Duration) -> Result<(), String> {
+pub fn incremental_alter_topic_configs<C: ClientContext>(
+    client: &Client<C>,
+    topic: &str,
+    ops: &[(String, ConfigOp)],
+    timeout: Duration,
+) -> Result<(), String> {
     if ops.is_empty() {
         return Ok(());
     }
@@ -46,7 +51,8 @@ pub fn incremental_alter_topic_configs<C: ClientContext>(client: &Client<C>, top
         // them. The returned error object (if any) is ours and destroyed after it is read.
         unsafe {
             let value_ptr = value_c.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
-            let error = rd::rd_kafka_ConfigResource_add_incremental_config(resource.ptr(), key_c.as_ptr(), op_type, value_ptr);
+            let error =
+                rd::rd_kafka_ConfigResource_add_incremental_config(resource.ptr(), key_c.as_ptr(), op_type, value_ptr);
             if let Some(error) = Owned::new(error, rd::rd_kafka_error_destroy) {
                 check_error(error.ptr()).map_err(|e| format!("config `{key}`: {e}"))?;
             }
@@ -57,7 +63,12 @@ pub fn incremental_alter_topic_configs<C: ClientContext>(client: &Client<C>, top
 
 /// The value of broker config `key` on broker `broker_id` (DescribeConfigs of that broker); `None`
 /// when the broker does not list the key or hides its value (a sensitive key).
-pub(super) fn broker_config<C: ClientContext>(client: &Client<C>, broker_id: i32, key: &str, timeout: Duration) -> Result<Option<String>, String> {
+pub(super) fn broker_config<C: ClientContext>(
+    client: &Client<C>,
+    broker_id: i32,
+    key: &str,
+    timeout: Duration,
+) -> Result<Option<String>, String> {
     let resource = new_resource(rd::rd_kafka_ResourceType_t::RD_KAFKA_RESOURCE_BROKER, &broker_id.to_string())?;
     config_request(client, resource, &DESCRIBE, timeout, |answered| {
         // SAFETY: `config_request` hands over resources of a live result event; the entries and
@@ -89,7 +100,8 @@ struct ConfigApi {
         *mut rd::rd_kafka_queue_t,
     ),
     view: ResultView,
-    resources: unsafe extern "C" fn(*const rd::rd_kafka_event_t, *mut usize) -> *mut *const rd::rd_kafka_ConfigResource_t,
+    resources:
+        unsafe extern "C" fn(*const rd::rd_kafka_event_t, *mut usize) -> *mut *const rd::rd_kafka_ConfigResource_t,
 }
 
 const INCREMENTAL_ALTER: ConfigApi = ConfigApi {
@@ -135,10 +147,15 @@ fn config_request<C: ClientContext, T>(
 }
 
 /// A new config resource of type `restype` named `name`, owned by the caller.
-fn new_resource(restype: rd::rd_kafka_ResourceType_t, name: &str) -> Result<Owned<rd::rd_kafka_ConfigResource_t>, String> {
+fn new_resource(
+    restype: rd::rd_kafka_ResourceType_t,
+    name: &str,
+) -> Result<Owned<rd::rd_kafka_ConfigResource_t>, String> {
     let name_c = CString::new(name).map_err(|_| format!("`{name}` contains a NUL byte"))?;
     // SAFETY: the name outlives the call, which copies it; the new resource is owned only by the
     // returned value.
-    unsafe { Owned::new(rd::rd_kafka_ConfigResource_new(restype, name_c.as_ptr()), rd::rd_kafka_ConfigResource_destroy) }
-        .ok_or_else(|| format!("librdkafka refused the config resource `{name}`"))
+    unsafe {
+        Owned::new(rd::rd_kafka_ConfigResource_new(restype, name_c.as_ptr()), rd::rd_kafka_ConfigResource_destroy)
+    }
+    .ok_or_else(|| format!("librdkafka refused the config resource `{name}`"))
 }

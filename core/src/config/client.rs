@@ -46,7 +46,8 @@ impl ClientSettings {
     /// Whether both make the same client: the same keys and values in the same order,
     /// wherever in the file they were written.
     pub fn same_client(&self, other: &ClientSettings) -> bool {
-        self.settings.len() == other.settings.len() && self.settings.iter().zip(&other.settings).all(|(a, b)| a.key == b.key && a.value == b.value)
+        self.settings.len() == other.settings.len()
+            && self.settings.iter().zip(&other.settings).all(|(a, b)| a.key == b.key && a.value == b.value)
     }
 
     /// Adds a setting unless one with the same key is already present (MM2's `putIfAbsent`).
@@ -75,11 +76,9 @@ impl ClientSettings {
             match translate(s) {
                 Translation::Keep => out.push(s.clone()),
                 Translation::Renamed(key, value) => out.push(Setting { key: key.into(), value, line: s.line }),
-                Translation::Many(pairs) => out.extend(pairs.into_iter().map(|(key, value)| Setting {
-                    key: key.into(),
-                    value,
-                    line: s.line,
-                })),
+                Translation::Many(pairs) => {
+                    out.extend(pairs.into_iter().map(|(key, value)| Setting { key: key.into(), value, line: s.line }))
+                }
                 Translation::Consumed => {}
                 Translation::Drop(why) => {
                     warnings.push(format!("line {}: client setting `{}` is ignored: {why}", s.line, s.key))
@@ -208,13 +207,22 @@ fn jaas(line: &str) -> Option<Vec<(&'static str, String)>> {
     let get = |name: &str| options.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let class = module.rsplit('.').next().unwrap_or(&module);
     match class {
-        "PlainLoginModule" | "ScramLoginModule" => Some(vec![("sasl.username", get("username")?), ("sasl.password", get("password")?)]),
+        "PlainLoginModule" | "ScramLoginModule" => {
+            Some(vec![("sasl.username", get("username")?), ("sasl.password", get("password")?)])
+        }
         "OAuthBearerLoginModule" => {
             // Kafka's unsecured development tokens, which librdkafka can make too.
             if let Some(subject) = get("unsecuredLoginStringClaim_sub") {
-                return Some(vec![("enable.sasl.oauthbearer.unsecure.jwt", "true".into()), ("sasl.oauthbearer.config", format!("principal={subject}"))]);
+                return Some(vec![
+                    ("enable.sasl.oauthbearer.unsecure.jwt", "true".into()),
+                    ("sasl.oauthbearer.config", format!("principal={subject}")),
+                ]);
             }
-            let mut out = vec![("sasl.oauthbearer.method", "oidc".to_string()), ("sasl.oauthbearer.client.id", get("clientId")?), ("sasl.oauthbearer.client.secret", get("clientSecret")?)];
+            let mut out = vec![
+                ("sasl.oauthbearer.method", "oidc".to_string()),
+                ("sasl.oauthbearer.client.id", get("clientId")?),
+                ("sasl.oauthbearer.client.secret", get("clientSecret")?),
+            ];
             if let Some(scope) = get("scope") {
                 out.push(("sasl.oauthbearer.scope", scope));
             }
@@ -320,9 +328,13 @@ mod tests {
         assert!(oidc.contains(&want("sasl.oauthbearer.client.id", "strait")));
         assert!(oidc.contains(&want("sasl.oauthbearer.client.secret", "t0ps3cret")));
         assert!(oidc.contains(&want("sasl.oauthbearer.scope", "kafka")));
-        let unsecured = translated(r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";"#);
+        let unsecured = translated(
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";"#,
+        );
         assert!(unsecured.contains(&want("sasl.oauthbearer.config", "principal=alice")));
-        let krb = translated(r#"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/etc/strait.keytab" principal="strait@EXAMPLE.COM";"#);
+        let krb = translated(
+            r#"com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/etc/strait.keytab" principal="strait@EXAMPLE.COM";"#,
+        );
         assert!(krb.contains(&want("sasl.kerberos.keytab", "/etc/strait.keytab")));
         assert!(krb.contains(&want("sasl.kerberos.principal", "strait@EXAMPLE.COM")));
         let mut c = ClientSettings::default();

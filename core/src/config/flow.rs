@@ -136,14 +136,19 @@ struct Scopes {
 }
 
 pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
-    let clusters_prop = props
-        .iter()
-        .find(|p| p.key == "clusters")
-        .ok_or_else(|| ConfigError::Missing("no `clusters = ...` line: list the cluster aliases, e.g. `clusters = us-east, us-west`".into()))?;
+    let clusters_prop = props.iter().find(|p| p.key == "clusters").ok_or_else(|| {
+        ConfigError::Missing(
+            "no `clusters = ...` line: list the cluster aliases, e.g. `clusters = us-east, us-west`".into(),
+        )
+    })?;
     let aliases: Vec<String> =
         clusters_prop.value.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
     if aliases.is_empty() {
-        return Err(ConfigError::BadValue { line: clusters_prop.line, key: "clusters".into(), reason: "lists no cluster alias".into() });
+        return Err(ConfigError::BadValue {
+            line: clusters_prop.line,
+            key: "clusters".into(),
+            reason: "lists no cluster alias".into(),
+        });
     }
     let known = aliases.join(", ");
     let mut warnings: BTreeMap<String, String> = BTreeMap::new();
@@ -167,21 +172,45 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         let role_key = ["consumer.", "producer.", "admin."].iter().any(|r| key.starts_with(r));
         if !(role_key || is_common_client_key(key)) {
             warnings.entry(p.key.clone()).or_insert_with(|| {
-                format!("line {}: `{}` is not supported yet at cluster level for `{alias}`; it is ignored", p.line, p.key)
+                format!(
+                    "line {}: `{}` is not supported yet at cluster level for `{alias}`; it is ignored",
+                    p.line, p.key
+                )
             });
         }
     }
     for (key, p) in &scopes.top {
-        let supported = ["clusters", "strait.metrics.listen", "strait.stage.threads", "strait.shutdown.timeout.ms", "strait.group.instance.id"].contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
+        let supported = [
+            "clusters",
+            "strait.metrics.listen",
+            "strait.stage.threads",
+            "strait.shutdown.timeout.ms",
+            "strait.group.instance.id",
+        ]
+        .contains(&key.as_str())
+            || is_flow_key(key)
+            || is_common_client_key(key);
         if !supported {
-            let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
-            warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+            let what = if is_known_mm2_key(key) {
+                "is an MM2 setting strait does not support yet"
+            } else {
+                "is not a setting strait knows"
+            };
+            warnings
+                .entry(p.key.clone())
+                .or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
         }
     }
     for ((_, _, key), p) in &scopes.flow {
         if !is_flow_key(key) {
-            let what = if is_known_mm2_key(key) { "is an MM2 setting strait does not support yet" } else { "is not a setting strait knows" };
-            warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+            let what = if is_known_mm2_key(key) {
+                "is an MM2 setting strait does not support yet"
+            } else {
+                "is not a setting strait knows"
+            };
+            warnings
+                .entry(p.key.clone())
+                .or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
         }
     }
 
@@ -212,26 +241,41 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
     };
 
     let stage_threads = match scopes.top.get("strait.stage.threads") {
-        Some(p) => p.value.trim().parse::<usize>().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| ConfigError::BadValue {
-            line: p.line,
-            key: p.key.clone(),
-            reason: format!("is `{}`, not a thread count from 1 to 256", p.value),
+        Some(p) => p.value.trim().parse::<usize>().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| {
+            ConfigError::BadValue {
+                line: p.line,
+                key: p.key.clone(),
+                reason: format!("is `{}`, not a thread count from 1 to 256", p.value),
+            }
         })?,
         None => 4,
     };
 
     let shutdown_timeout = match scopes.top.get("strait.shutdown.timeout.ms") {
-        Some(p) => p.value.trim().parse::<u64>().ok().filter(|ms| *ms >= 100).map(Duration::from_millis).ok_or_else(|| ConfigError::BadValue {
-            line: p.line,
-            key: p.key.clone(),
-            reason: format!("is `{}`, not a number of milliseconds of at least 100", p.value),
-        })?,
+        Some(p) => {
+            p.value.trim().parse::<u64>().ok().filter(|ms| *ms >= 100).map(Duration::from_millis).ok_or_else(|| {
+                ConfigError::BadValue {
+                    line: p.line,
+                    key: p.key.clone(),
+                    reason: format!("is `{}`, not a number of milliseconds of at least 100", p.value),
+                }
+            })?
+        }
         None => Duration::from_secs(30),
     };
 
-    let group_instance_id = scopes.top.get("strait.group.instance.id").map(|p| p.value.trim().to_string()).filter(|v| !v.is_empty());
+    let group_instance_id =
+        scopes.top.get("strait.group.instance.id").map(|p| p.value.trim().to_string()).filter(|v| !v.is_empty());
 
-    Ok(Config { clusters, flows, metrics_listen, stage_threads, shutdown_timeout, group_instance_id, warnings: warnings.into_values().collect() })
+    Ok(Config {
+        clusters,
+        flows,
+        metrics_listen,
+        stage_threads,
+        shutdown_timeout,
+        group_instance_id,
+        warnings: warnings.into_values().collect(),
+    })
 }
 
 fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {
@@ -301,7 +345,9 @@ impl FlowScope<'_> {
                     return Err(ConfigError::BadValue {
                         line: p.line,
                         key: p.key.clone(),
-                        reason: format!("is `{other}`; strait has DefaultReplicationPolicy and IdentityReplicationPolicy"),
+                        reason: format!(
+                            "is `{other}`; strait has DefaultReplicationPolicy and IdentityReplicationPolicy"
+                        ),
                     })
                 }
             },
@@ -321,7 +367,11 @@ impl FlowScope<'_> {
         let separator = self.get("replication.policy.separator").map(|p| p.value.clone()).unwrap_or_else(|| ".".into());
         if separator.is_empty() {
             let line = self.get("replication.policy.separator").map_or(0, |p| p.line);
-            return Err(ConfigError::BadValue { line, key: "replication.policy.separator".into(), reason: "is empty".into() });
+            return Err(ConfigError::BadValue {
+                line,
+                key: "replication.policy.separator".into(),
+                reason: "is empty".into(),
+            });
         }
         let positive = |key: &str, default: u64| -> Result<u64, ConfigError> {
             let v: u64 = self.parse_or(key, default)?;
@@ -367,10 +417,17 @@ impl FlowScope<'_> {
                 Some(("true", _)) => Some(true),
                 Some(("false", _)) => Some(false),
                 Some((_, line)) => {
-                    return Err(ConfigError::BadValue { line, key: "provenance.enabled".into(), reason: "must be true, false or auto".into() })
+                    return Err(ConfigError::BadValue {
+                        line,
+                        key: "provenance.enabled".into(),
+                        reason: "must be true, false or auto".into(),
+                    })
                 }
             },
-            dead_letter_topic: self.get("conflicts.dead.letter.topic").map(|p| p.value.trim().to_string()).filter(|t| !t.is_empty()),
+            dead_letter_topic: self
+                .get("conflicts.dead.letter.topic")
+                .map(|p| p.value.trim().to_string())
+                .filter(|t| !t.is_empty()),
             consumer: self.client(self.source, ClientRole::Consumer, warnings),
             producer: self.client(self.target, ClientRole::Producer, warnings),
             source_producer: self.client(self.source, ClientRole::Producer, warnings),
@@ -404,7 +461,9 @@ impl FlowScope<'_> {
         if ms == 0 || (ms > MAX_MS && self.exactly_once()?) {
             let (line, key) = match self.get("transaction.boundary.interval.ms") {
                 Some(p) => (p.line, p.key.clone()),
-                None => (self.get("offset.flush.interval.ms").map_or(0, |p| p.line), "offset.flush.interval.ms".to_string()),
+                None => {
+                    (self.get("offset.flush.interval.ms").map_or(0, |p| p.line), "offset.flush.interval.ms".to_string())
+                }
             };
             return Err(ConfigError::BadValue {
                 line,
@@ -426,7 +485,9 @@ impl FlowScope<'_> {
                 other => Err(ConfigError::BadValue {
                     line: p.line,
                     key: p.key.clone(),
-                    reason: format!("is `{other}`; use `enabled` (exactly-once) or `disabled` (at-least-once, the default)"),
+                    reason: format!(
+                        "is `{other}`; use `enabled` (exactly-once) or `disabled` (at-least-once, the default)"
+                    ),
                 }),
             },
         }
@@ -467,7 +528,11 @@ impl FlowScope<'_> {
                 "source" => super::SyncLocation::Source,
                 "target" => super::SyncLocation::Target,
                 other => {
-                    return Err(ConfigError::BadValue { line: p.line, key: p.key.clone(), reason: format!("is `{other}`; use `source` or `target`") })
+                    return Err(ConfigError::BadValue {
+                        line: p.line,
+                        key: p.key.clone(),
+                        reason: format!("is `{other}`; use `source` or `target`"),
+                    })
                 }
             },
         };
@@ -540,7 +605,9 @@ refresh.groups.interval.seconds = 10
         let checkpoints = f.checkpoints.as_ref().expect("on by default");
         assert!(checkpoints.groups.matches("orders-cg-1") && !checkpoints.groups.matches("billing"));
         assert_eq!(checkpoints.sync_group_offsets, Some(Duration::from_secs(5)));
-        let defaults = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\n").unwrap();
+        let defaults =
+            Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\n")
+                .unwrap();
         let groups = &defaults.flows[0].checkpoints.as_ref().expect("on by default").groups;
         assert!(groups.matches("orders-cg"));
         for excluded in ["console-consumer-4711", "connect-mirror", "__strait"] {
@@ -582,13 +649,21 @@ b.producer.linger.ms = 20
 
     #[test]
     fn errors_name_the_line_and_the_fix() {
-        let unknown = Config::parse("clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n").unwrap_err();
+        let unknown = Config::parse(
+            "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->c.enabled = true\n",
+        )
+        .unwrap_err();
         assert!(unknown.to_string().contains("line 4") && unknown.to_string().contains("`c`"), "{unknown}");
         let missing = Config::parse("clusters = a, b\na.bootstrap.servers = h:1\na->b.enabled = true\n").unwrap_err();
-        assert!(missing.to_string().contains("b.bootstrap.servers") && missing.to_string().contains("line 1"), "{missing}");
+        assert!(
+            missing.to_string().contains("b.bootstrap.servers") && missing.to_string().contains("line 1"),
+            "{missing}"
+        );
         let stray = Config::parse("clusters = a\na.bootstrap.servers = h:1\nz.bootstrap.servers = h:2\n").unwrap_err();
         assert!(stray.to_string().contains("line 3"), "{stray}");
-        let bad = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = yes\n").unwrap_err();
+        let bad =
+            Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = yes\n")
+                .unwrap_err();
         assert!(bad.to_string().contains("line 4"), "{bad}");
         let regex = Config::parse("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\na->b.topics = (orders\n").unwrap_err();
         assert!(regex.to_string().contains("line 5"), "{regex}");
@@ -599,7 +674,10 @@ b.producer.linger.ms = 20
     #[test]
     fn exactly_once_is_mm2s_key_with_a_per_flow_override_and_commits_at_the_flush_interval() {
         let base = "clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\nb->a.enabled = true\noffset.flush.interval.ms = 700\n";
-        let cfg = Config::parse(&format!("{base}exactly.once.source.support = enabled\nb->a.exactly.once.source.support = disabled\n")).unwrap();
+        let cfg = Config::parse(&format!(
+            "{base}exactly.once.source.support = enabled\nb->a.exactly.once.source.support = disabled\n"
+        ))
+        .unwrap();
         let (ab, ba) = (&cfg.flows[0], &cfg.flows[1]);
         assert!(ab.exactly_once && !ba.exactly_once, "the flow key overrides the top-level one");
         assert_eq!(ab.transaction_interval, Duration::from_millis(700), "Connect's default: the flush interval");
@@ -608,7 +686,10 @@ b.producer.linger.ms = 20
         assert_eq!(cfg.flows[0].transaction_interval, Duration::from_millis(250));
         let bad = Config::parse(&format!("{base}exactly.once.source.support = yes\n")).unwrap_err();
         assert!(bad.to_string().contains("line 7") && bad.to_string().contains("`enabled`"), "{bad}");
-        let long = Config::parse(&format!("{base}exactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 600000\n")).unwrap_err();
+        let long = Config::parse(&format!(
+            "{base}exactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 600000\n"
+        ))
+        .unwrap_err();
         assert!(long.to_string().contains("line 8") && long.to_string().contains("300000"), "{long}");
     }
 }

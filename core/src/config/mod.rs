@@ -206,7 +206,13 @@ impl FlowConfig {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         let mut plain = self.clone();
-        for settings in [&mut plain.consumer, &mut plain.producer, &mut plain.source_producer, &mut plain.source_admin, &mut plain.target_admin] {
+        for settings in [
+            &mut plain.consumer,
+            &mut plain.producer,
+            &mut plain.source_producer,
+            &mut plain.source_admin,
+            &mut plain.target_admin,
+        ] {
             for s in std::mem::take(settings).iter() {
                 (&s.key, &s.value).hash(&mut h);
             }
@@ -277,10 +283,8 @@ pub enum ConfigError {
 impl Config {
     /// Reads and resolves an `mm2.properties` file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         Self::parse(&text)
     }
 

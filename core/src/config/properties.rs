@@ -98,13 +98,9 @@ fn unescape(text: &str, line: usize) -> Result<String, ConfigError> {
             Some('f') => out.push('\x0c'),
             Some('u') => {
                 let hex: String = chars.by_ref().take(4).collect();
-                let code = u32::from_str_radix(&hex, 16)
-                    .ok()
-                    .and_then(char::from_u32)
-                    .ok_or_else(|| ConfigError::Malformed {
-                        line,
-                        reason: format!("`\\u{hex}` is not a valid unicode escape"),
-                    })?;
+                let code = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32).ok_or_else(|| {
+                    ConfigError::Malformed { line, reason: format!("`\\u{hex}` is not a valid unicode escape") }
+                })?;
                 out.push(code);
             }
             Some(other) => out.push(other),

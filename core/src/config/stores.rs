@@ -52,7 +52,9 @@ pub enum StoreError {
         reason: String,
     },
     /// A PKCS#12 store that its password does not open.
-    #[error("`{key}` (line {line}): the PKCS#12 store {path} does not open with `{password_key}`; check that password")]
+    #[error(
+        "`{key}` (line {line}): the PKCS#12 store {path} does not open with `{password_key}`; check that password"
+    )]
     Password {
         /// The key naming the file.
         key: String,
@@ -127,7 +129,9 @@ pub(crate) const STORE_KEYS: &[&str] = &[
 pub fn store_settings(settings: &ClientSettings) -> Result<Vec<Setting>, StoreError> {
     let mut out = Vec::new();
     let value = |key: &str| settings.get(key).map(|s| s.value.as_str());
-    let put = |out: &mut Vec<Setting>, key: &str, value: String, line: usize| out.push(Setting { key: key.into(), value, line });
+    let put = |out: &mut Vec<Setting>, key: &str, value: String, line: usize| {
+        out.push(Setting { key: key.into(), value, line })
+    };
     if let Some(trust) = settings.get("ssl.truststore.location") {
         let (path, line) = (trust.value.trim(), trust.line);
         let bytes = read(trust)?;
@@ -153,7 +157,8 @@ pub fn store_settings(settings: &ClientSettings) -> Result<Vec<Setting>, StoreEr
         match store_kind(&bytes) {
             StoreKind::Jks => return Err(jks(keys)),
             StoreKind::Pem => {
-                let chain = X509::stack_from_pem(&bytes).map_err(|e| unusable(keys, &format!("not a PEM certificate chain ({e})")))?;
+                let chain = X509::stack_from_pem(&bytes)
+                    .map_err(|e| unusable(keys, &format!("not a PEM certificate chain ({e})")))?;
                 check_validity(keys, chain.first())?;
                 put(&mut out, "ssl.certificate.location", path.to_string(), line);
                 put(&mut out, "ssl.key.location", path.to_string(), line);
@@ -179,7 +184,9 @@ pub fn store_settings(settings: &ClientSettings) -> Result<Vec<Setting>, StoreEr
                 );
             }
         }
-    } else if let (Some(key), Some(chain)) = (settings.get("ssl.keystore.key"), settings.get("ssl.keystore.certificate.chain")) {
+    } else if let (Some(key), Some(chain)) =
+        (settings.get("ssl.keystore.key"), settings.get("ssl.keystore.certificate.chain"))
+    {
         put(&mut out, "ssl.key.pem", key.value.clone(), key.line);
         put(&mut out, "ssl.certificate.pem", chain.value.clone(), chain.line);
         if let Some(p) = settings.get("ssl.key.password") {
@@ -194,11 +201,7 @@ fn read(setting: &Setting) -> Result<Vec<u8>, StoreError> {
 }
 
 fn jks(setting: &Setting) -> StoreError {
-    StoreError::Jks {
-        key: setting.key.clone(),
-        line: setting.line,
-        path: setting.value.trim().to_string(),
-    }
+    StoreError::Jks { key: setting.key.clone(), line: setting.line, path: setting.value.trim().to_string() }
 }
 
 fn unusable(setting: &Setting, reason: &str) -> StoreError {
@@ -221,9 +224,8 @@ fn password_error(setting: &Setting, password_key: &str) -> StoreError {
 
 /// Every certificate of a PKCS#12 store (a Java trust store holds only certificates).
 fn open_pkcs12(setting: &Setting, der: &[u8], password: &str, password_key: &str) -> Result<Vec<X509>, StoreError> {
-    let parsed = Pkcs12::from_der(der)
-        .and_then(|p| p.parse2(password))
-        .map_err(|_| password_error(setting, password_key))?;
+    let parsed =
+        Pkcs12::from_der(der).and_then(|p| p.parse2(password)).map_err(|_| password_error(setting, password_key))?;
     let mut certs: Vec<X509> = parsed.cert.into_iter().collect();
     certs.extend(parsed.ca.into_iter().flatten());
     Ok(certs)
@@ -275,7 +277,11 @@ mod tests {
         let name = name.build();
         let mut b = X509Builder::new().expect("builder");
         let day = |d: i64| {
-            Asn1Time::from_unix(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64 + d * 86_400).expect("time")
+            Asn1Time::from_unix(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64
+                    + d * 86_400,
+            )
+            .expect("time")
         };
         b.set_not_before(&day(from)).expect("not before");
         b.set_not_after(&day(to)).expect("not after");
@@ -284,14 +290,7 @@ mod tests {
         b.set_pubkey(&key).expect("pubkey");
         b.sign(&key, MessageDigest::sha256()).expect("sign");
         let cert = b.build();
-        Pkcs12::builder()
-            .name("strait")
-            .pkey(&key)
-            .cert(&cert)
-            .build2(password)
-            .expect("pkcs12")
-            .to_der()
-            .expect("der")
+        Pkcs12::builder().name("strait").pkey(&key).cert(&cert).build2(password).expect("pkcs12").to_der().expect("der")
     }
 
     fn settings(dir: &Path, pairs: &[(&str, &str)]) -> ClientSettings {
@@ -316,7 +315,8 @@ mod tests {
     fn a_jks_store_is_refused_with_the_keytool_command_that_converts_it() {
         let dir = temp_dir("jks");
         std::fs::write(dir.join("trust.jks"), b"\xfe\xed\xfe\xed\x00\x00\x00\x02rest").expect("write");
-        let s = settings(&dir, &[("ssl.truststore.location", "$DIR/trust.jks"), ("ssl.truststore.password", "changeit")]);
+        let s =
+            settings(&dir, &[("ssl.truststore.location", "$DIR/trust.jks"), ("ssl.truststore.password", "changeit")]);
         let e = store_settings(&s).expect_err("JKS must be refused").to_string();
         let path = dir.join("trust.jks").display().to_string();
         assert!(
@@ -343,7 +343,8 @@ mod tests {
         let out = store_settings(&good).expect("a valid key store");
         let keys: Vec<(&str, &str)> = out.iter().map(|s| (s.key.as_str(), s.value.as_str())).collect();
         assert!(
-            keys.contains(&("ssl.keystore.password", "s3cret")) && keys.iter().any(|(k, v)| *k == "ssl.keystore.location" && v.ends_with("client.p12")),
+            keys.contains(&("ssl.keystore.password", "s3cret"))
+                && keys.iter().any(|(k, v)| *k == "ssl.keystore.location" && v.ends_with("client.p12")),
             "{keys:?}"
         );
         let bad = settings(&dir, &[("ssl.keystore.location", "$DIR/client.p12"), ("ssl.keystore.password", "wrong")]);
@@ -364,7 +365,11 @@ mod tests {
     fn a_pem_trust_store_becomes_ca_location_and_a_missing_file_names_its_key() {
         let dir = temp_dir("pem");
         std::fs::write(dir.join("ca.pem"), "-----BEGIN CERTIFICATE-----\n").expect("write");
-        let out = store_settings(&settings(&dir, &[("ssl.truststore.location", "$DIR/ca.pem"), ("ssl.truststore.type", "PEM")])).expect("pem");
+        let out = store_settings(&settings(
+            &dir,
+            &[("ssl.truststore.location", "$DIR/ca.pem"), ("ssl.truststore.type", "PEM")],
+        ))
+        .expect("pem");
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].key, "ssl.ca.location");
         let e = store_settings(&settings(&dir, &[("ssl.truststore.location", "$DIR/none.p12")]))

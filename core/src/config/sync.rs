@@ -12,7 +12,8 @@ use super::ConfigError;
 /// MM2's `DefaultConfigPropertyFilter` default for `config.properties.exclude`, as Kafka 4.3
 /// ships it. Its two `log.message.timestamp.*` entries are broker key names, so (as in MM2) the
 /// topic keys `message.timestamp.before.max.ms` and `message.timestamp.after.max.ms` are synced.
-pub const DEFAULT_CONFIG_PROPERTIES_EXCLUDE: &str = "follower.replication.throttled.replicas, leader.replication.throttled.replicas, \
+pub const DEFAULT_CONFIG_PROPERTIES_EXCLUDE: &str =
+    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, \
 message.timestamp.difference.max.ms, log.message.timestamp.before.max.ms, log.message.timestamp.after.max.ms, \
 message.timestamp.type, unclean.leader.election.enable, min.insync.replicas";
 
@@ -44,14 +45,15 @@ impl TopicConfigSync {
 impl FlowScope<'_> {
     pub(super) fn topic_config_sync(&self) -> Result<TopicConfigSync, ConfigError> {
         let exclude = self.get("config.properties.exclude").or_else(|| self.get("config.properties.blacklist"));
-        let regex = whole_name_regex(exclude.map_or(DEFAULT_CONFIG_PROPERTIES_EXCLUDE, |p| p.value.as_str())).map_err(|e| {
-            let p = exclude.expect("the default list is valid");
-            ConfigError::BadValue {
-                line: p.line,
-                key: p.key.clone(),
-                reason: format!("is not a valid list of regexes: {e}"),
-            }
-        })?;
+        let regex =
+            whole_name_regex(exclude.map_or(DEFAULT_CONFIG_PROPERTIES_EXCLUDE, |p| p.value.as_str())).map_err(|e| {
+                let p = exclude.expect("the default list is valid");
+                ConfigError::BadValue {
+                    line: p.line,
+                    key: p.key.clone(),
+                    reason: format!("is not a valid list of regexes: {e}"),
+                }
+            })?;
         let defaults_from_source = match self.get("use.defaults.from") {
             None => false,
             Some(p) => match p.value.trim() {
@@ -137,9 +139,7 @@ mod tests {
         );
         let bad = Config::parse(&format!("{BASE}use.defaults.from = both\n")).unwrap_err().to_string();
         assert!(bad.contains("line 5") && bad.contains("`source`"), "{bad}");
-        let zero = Config::parse(&format!("{BASE}sync.topic.configs.interval.seconds = 0\n"))
-            .unwrap_err()
-            .to_string();
+        let zero = Config::parse(&format!("{BASE}sync.topic.configs.interval.seconds = 0\n")).unwrap_err().to_string();
         assert!(zero.contains("line 5"), "{zero}");
         let off = Config::parse(&format!("{BASE}sync.topic.configs.enabled = false\n")).unwrap();
         assert_eq!(off.flows[0].topic_configs.interval, None);

@@ -16,7 +16,8 @@ impl LoopsPrevented<'_> {
     /// Logs and counts the event.
     pub fn emit(&self) {
         debug!(flow = self.flow, records = self.records, "not delivered: the target is already in their provenance");
-        counter!("strait_records_dropped_total", "flow" => self.flow.to_string(), "reason" => "provenance").increment(self.records as u64);
+        counter!("strait_records_dropped_total", "flow" => self.flow.to_string(), "reason" => "provenance")
+            .increment(self.records as u64);
     }
 }
 
@@ -34,9 +35,16 @@ pub struct ConflictsRefused<'a> {
 impl ConflictsRefused<'_> {
     /// Logs and counts the event.
     pub fn emit(&self) {
-        debug!(flow = self.flow, dropped = self.dropped, dead_lettered = self.dead_lettered, "conflict resolution refused records");
+        debug!(
+            flow = self.flow,
+            dropped = self.dropped,
+            dead_lettered = self.dead_lettered,
+            "conflict resolution refused records"
+        );
         let flow = self.flow.to_string();
-        counter!("strait_conflicts_refused_total", "flow" => flow.clone(), "outcome" => "dropped").increment(self.dropped as u64);
-        counter!("strait_conflicts_refused_total", "flow" => flow, "outcome" => "dead-lettered").increment(self.dead_lettered as u64);
+        counter!("strait_conflicts_refused_total", "flow" => flow.clone(), "outcome" => "dropped")
+            .increment(self.dropped as u64);
+        counter!("strait_conflicts_refused_total", "flow" => flow, "outcome" => "dead-lettered")
+            .increment(self.dead_lettered as u64);
     }
 }

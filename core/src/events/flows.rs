@@ -96,13 +96,7 @@ pub struct ConfigReloaded<'a> {
 impl ConfigReloaded<'_> {
     /// Logs and counts the reload.
     pub fn emit(&self) {
-        info!(
-            path = self.path,
-            added = self.added,
-            removed = self.removed,
-            changed = self.changed,
-            "config reloaded"
-        );
+        info!(path = self.path, added = self.added, removed = self.removed, changed = self.changed, "config reloaded");
         counter!("strait_config_reloads_total", "result" => "applied").increment(1);
     }
 }
@@ -193,7 +187,8 @@ impl TransactionsCommitted<'_> {
     pub fn emit(&self) {
         tracing::debug!(flow = self.flow, took_ms = self.took.as_millis() as u64, "transactions committed");
         counter!("strait_transactions_committed_total", "flow" => self.flow.to_string()).increment(1);
-        metrics::histogram!("strait_transaction_commit_seconds", "flow" => self.flow.to_string()).record(self.took.as_secs_f64());
+        metrics::histogram!("strait_transaction_commit_seconds", "flow" => self.flow.to_string())
+            .record(self.took.as_secs_f64());
     }
 }
 

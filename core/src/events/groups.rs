@@ -22,8 +22,10 @@ impl CheckpointsEmitted<'_> {
         } else {
             debug!(flow = self.flow, "no group moved; no checkpoints written");
         }
-        counter!("strait_checkpoints_written_total", "flow" => self.flow.to_string()).increment(self.checkpoints as u64);
-        gauge!("strait_checkpoints_last_round_timestamp_seconds", "flow" => self.flow.to_string()).set(super::unix_seconds());
+        counter!("strait_checkpoints_written_total", "flow" => self.flow.to_string())
+            .increment(self.checkpoints as u64);
+        gauge!("strait_checkpoints_last_round_timestamp_seconds", "flow" => self.flow.to_string())
+            .set(super::unix_seconds());
     }
 }
 
@@ -58,7 +60,8 @@ impl GroupOffsetsSynced<'_> {
     /// Logs and counts.
     pub fn emit(&self) {
         info!(flow = self.flow, group = self.group, partitions = self.partitions, "group offsets synced to the target");
-        counter!("strait_group_offsets_synced_total", "flow" => self.flow.to_string()).increment(self.partitions as u64);
+        counter!("strait_group_offsets_synced_total", "flow" => self.flow.to_string())
+            .increment(self.partitions as u64);
     }
 }
 
@@ -75,7 +78,12 @@ pub struct GroupSyncSkipped<'a> {
 impl GroupSyncSkipped<'_> {
     /// Logs at debug level and counts.
     pub fn emit(&self) {
-        debug!(flow = self.flow, group = self.group, members = self.members, "group is active on the target; offsets not synced");
+        debug!(
+            flow = self.flow,
+            group = self.group,
+            members = self.members,
+            "group is active on the target; offsets not synced"
+        );
         counter!("strait_group_sync_skipped_total", "flow" => self.flow.to_string()).increment(1);
     }
 }

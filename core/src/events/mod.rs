@@ -12,7 +12,8 @@ mod topics;
 
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use flows::{
-    AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted,
+    AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining,
+    ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted,
 };
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
@@ -85,8 +86,15 @@ pub struct PartitionsAdded<'a> {
 impl PartitionsAdded<'_> {
     /// Logs and counts the event.
     pub fn emit(&self) {
-        info!(flow = self.flow, topic = self.topic, from = self.from, to = self.to, "grew remote topic to the source's partition count");
-        counter!("strait_partitions_added_total", "flow" => self.flow.to_string()).increment((self.to - self.from) as u64);
+        info!(
+            flow = self.flow,
+            topic = self.topic,
+            from = self.from,
+            to = self.to,
+            "grew remote topic to the source's partition count"
+        );
+        counter!("strait_partitions_added_total", "flow" => self.flow.to_string())
+            .increment((self.to - self.from) as u64);
     }
 }
 
@@ -181,7 +189,8 @@ pub struct QueueDepth<'a> {
 impl QueueDepth<'_> {
     /// Sets the gauge (no log: it changes on every batch).
     pub fn emit(&self) {
-        gauge!("strait_stage_queue_batches", "flow" => self.flow.to_string(), "stage" => self.stage).set(self.batches as f64);
+        gauge!("strait_stage_queue_batches", "flow" => self.flow.to_string(), "stage" => self.stage)
+            .set(self.batches as f64);
     }
 }
 
@@ -202,7 +211,14 @@ pub struct RecordRejected<'a> {
 impl RecordRejected<'_> {
     /// Logs at error level and counts.
     pub fn emit(&self) {
-        error!(flow = self.flow, topic = self.topic, partition = self.partition, offset = self.offset, reason = self.reason, "target rejected a record; the flow stops before it");
+        error!(
+            flow = self.flow,
+            topic = self.topic,
+            partition = self.partition,
+            offset = self.offset,
+            reason = self.reason,
+            "target rejected a record; the flow stops before it"
+        );
         counter!("strait_records_rejected_total", "flow" => self.flow.to_string()).increment(1);
     }
 }
@@ -252,7 +268,12 @@ pub struct PolicyReloadFailed<'a> {
 impl PolicyReloadFailed<'_> {
     /// Logs and counts.
     pub fn emit(&self) {
-        warn!(flow = self.flow, plugin = self.plugin, error = self.error, "policy reload failed; keeping the running policy");
+        warn!(
+            flow = self.flow,
+            plugin = self.plugin,
+            error = self.error,
+            "policy reload failed; keeping the running policy"
+        );
         counter!("strait_policy_reloads_total", "flow" => self.flow.to_string(), "result" => "failed").increment(1);
     }
 }

@@ -119,7 +119,10 @@ mod tests {
         r.add(3, 50, 4);
         assert_eq!(
             r.take(),
-            vec![(3, AckRound { records: 2, bytes: 150, worst_latency_ms: 7 }), (0, AckRound { records: 1, bytes: 10, worst_latency_ms: 2 })]
+            vec![
+                (3, AckRound { records: 2, bytes: 150, worst_latency_ms: 7 }),
+                (0, AckRound { records: 1, bytes: 10, worst_latency_ms: 2 })
+            ]
         );
         assert!(r.take().is_empty());
         r.add(0, 1, 1);

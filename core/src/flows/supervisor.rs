@@ -16,8 +16,8 @@ mod reload;
 use crate::config::{Config, FlowConfig};
 use crate::events::{FlowStateChanged, ShutdownTimedOut};
 use crate::group::{GroupEvent, Membership, Tasks};
-use crate::policy::modified;
 use crate::pipeline::{build_flow, FlowControl, FlowEnded, FlowError, FlowParts, Pool, Shared};
+use crate::policy::modified;
 
 /// How often the supervisor looks at timers, files and signals when nothing else happens.
 const TICK: Duration = Duration::from_millis(100);
@@ -61,17 +61,10 @@ pub enum RunError {
 #[derive(Debug)]
 enum State {
     Starting,
-    Running {
-        since: Instant,
-    },
+    Running { since: Instant },
     Stopping,
-    Waiting {
-        until: Instant,
-    },
-    Parked {
-        reason: String,
-        plugin: Option<(PathBuf, Option<SystemTime>)>,
-    },
+    Waiting { until: Instant },
+    Parked { reason: String, plugin: Option<(PathBuf, Option<SystemTime>)> },
     Stopped,
 }
 
@@ -209,12 +202,7 @@ impl Supervisor {
     fn set_state(&mut self, name: &str, state: State, reason: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
         f.state = state;
-        FlowStateChanged {
-            flow: name,
-            state: f.state.name(),
-            reason,
-        }
-        .emit();
+        FlowStateChanged { flow: name, state: f.state.name(), reason }.emit();
     }
 
     /// Joins the flow's group; the flow starts once the group says which tasks it runs.
@@ -311,32 +299,23 @@ impl Supervisor {
         f.then = Then::Stay;
         let control = FlowControl::new(name, f.generation, self.ended.0.clone());
         f.control = Some(control.clone());
-        let (config, flow, shared, tx, generation) = (self.config.clone(), f.config.clone(), self.shared.clone(), self.built.0.clone(), f.generation);
+        let (config, flow, shared, tx, generation) =
+            (self.config.clone(), f.config.clone(), self.shared.clone(), self.built.0.clone(), f.generation);
         self.set_state(name, State::Starting, "");
         let flow_name = name.to_string();
         let spawned = thread::Builder::new().name(format!("start {name}")).spawn(move || {
-            let result = catch_unwind(AssertUnwindSafe(|| build_flow(&config, &flow, &tasks, session.as_ref(), &shared, &control))).unwrap_or_else(|_| {
-                Err(FlowError::Thread {
-                    flow: flow.name(),
-                    stage: "set-up",
-                    what: "panicked".into(),
-                })
-            });
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                build_flow(&config, &flow, &tasks, session.as_ref(), &shared, &control)
+            }))
+            .unwrap_or_else(|_| Err(FlowError::Thread { flow: flow.name(), stage: "set-up", what: "panicked".into() }));
             if result.is_err() {
                 shared.forget_admins(&config, &flow);
             }
-            let _ = tx.send(Built {
-                flow: flow_name,
-                generation,
-                result,
-            });
+            let _ = tx.send(Built { flow: flow_name, generation, result });
         });
         if let Err(e) = spawned {
-            let error = FlowError::Thread {
-                flow: name.to_string(),
-                stage: "set-up",
-                what: format!("could not start: {e}"),
-            };
+            let error =
+                FlowError::Thread { flow: name.to_string(), stage: "set-up", what: format!("could not start: {e}") };
             self.failed(name, error, Duration::ZERO);
         }
     }
@@ -411,10 +390,7 @@ impl Supervisor {
             });
             self.set_state(
                 name,
-                State::Parked {
-                    reason: reason.clone(),
-                    plugin,
-                },
+                State::Parked { reason: reason.clone(), plugin },
                 &format!("{reason}; parked until its config or plugin changes"),
             );
         }
@@ -487,7 +463,8 @@ impl Supervisor {
         while self.flows.values().any(|f| f.state.active()) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let draining: Vec<&str> = self.flows.iter().filter(|(_, f)| f.state.active()).map(|(n, _)| n.as_str()).collect();
+                let draining: Vec<&str> =
+                    self.flows.iter().filter(|(_, f)| f.state.active()).map(|(n, _)| n.as_str()).collect();
                 ShutdownTimedOut { flows: &draining.join(", ") }.emit();
                 return;
             }
@@ -501,7 +478,9 @@ impl Supervisor {
             }
         }
         let leave_by = deadline.min(Instant::now() + LEAVE_WAIT);
-        while Instant::now() < leave_by && !self.flows.values().filter_map(|f| f.membership.as_ref()).all(Membership::gone) {
+        while Instant::now() < leave_by
+            && !self.flows.values().filter_map(|f| f.membership.as_ref()).all(Membership::gone)
+        {
             thread::sleep(Duration::from_millis(20));
         }
     }

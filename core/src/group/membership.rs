@@ -11,9 +11,9 @@ use crossbeam_channel::Sender;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::ClientContext;
 
+use super::GroupSession;
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, TopicSpec, REACH_TIMEOUT};
 use crate::config::{Config, FlowConfig};
-use super::GroupSession;
 use crate::events::{FlowRetrying, MembershipRejoining, TasksChanged};
 
 /// How often the membership thread polls its consumer (which keeps it in the group).
@@ -57,10 +57,7 @@ pub struct Tasks {
 impl Tasks {
     /// Every task of a flow run by a single process (no group).
     pub fn all(count: u32) -> Self {
-        Self {
-            count,
-            owned: (0..count.max(1)).collect(),
-        }
+        Self { count, owned: (0..count.max(1)).collect() }
     }
 
     /// Whether source partition `partition` (of any topic) belongs to an owned task.
@@ -143,11 +140,7 @@ impl Membership {
                     let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
                     member_session.set(None, BTreeSet::new());
                     if let Err(error) = result {
-                        let _ = events.send(GroupEvent::Failed {
-                            flow: flow.name(),
-                            member: id,
-                            error,
-                        });
+                        let _ = events.send(GroupEvent::Failed { flow: flow.name(), member: id, error });
                         thread::sleep(RETRY);
                     }
                 }
@@ -237,16 +230,7 @@ impl ConsumerContext for Context {
         let gone: BTreeSet<u32> = revoked.elements().iter().map(|e| e.partition() as u32).collect();
         let kept: BTreeSet<u32> = owned(consumer).into_iter().filter(|t| !gone.contains(t)).collect();
         let (done, stored) = crossbeam_channel::bounded(1);
-        if self
-            .events
-            .send(GroupEvent::Revoking {
-                flow: self.flow.clone(),
-                member: self.member,
-                kept,
-                done,
-            })
-            .is_ok()
-        {
+        if self.events.send(GroupEvent::Revoking { flow: self.flow.clone(), member: self.member, kept, done }).is_ok() {
             // Handing the tasks on before the positions are stored would make the new owner
             // re-send what this one already delivered; past the bound it is only that.
             if stored.recv_timeout(self.revoke_wait).is_err() {
@@ -275,26 +259,15 @@ impl ConsumerContext for Context {
             Rebalance::Revoke(_) => self.session.retain(owned(consumer)),
         }
         let tasks = owned(consumer);
-        TasksChanged {
-            flow: &self.flow,
-            owned: &tasks,
-        }
-        .emit();
+        TasksChanged { flow: &self.flow, owned: &tasks }.emit();
         if !self.leaving.load(Ordering::Relaxed) {
-            let _ = self.events.send(GroupEvent::Owned {
-                flow: self.flow.clone(),
-                member: self.member,
-                tasks,
-            });
+            let _ = self.events.send(GroupEvent::Owned { flow: self.flow.clone(), member: self.member, tasks });
         }
     }
 }
 
 fn owned(consumer: &BaseConsumer<Context>) -> BTreeSet<u32> {
-    consumer
-        .assignment()
-        .map(|tpl| tpl.elements().iter().map(|e| e.partition() as u32).collect())
-        .unwrap_or_default()
+    consumer.assignment().map(|tpl| tpl.elements().iter().map(|e| e.partition() as u32).collect()).unwrap_or_default()
 }
 
 /// One membership: prepares the tasks topic, joins, and polls until stopped.
@@ -351,18 +324,13 @@ fn member(
         unassigned_since: Mutex::new(Some(Instant::now())),
     };
     let stuck_after = stuck_after(revoke_wait, flow.group_session_timeout);
-    let consumer: BaseConsumer<Context> = create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
-    consumer
-        .subscribe(&[&topic])
-        .map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))?;
+    let consumer: BaseConsumer<Context> =
+        create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
+    consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))?;
     while !stop.load(Ordering::Relaxed) {
         // The topic holds no record: polling only serves the group protocol and the callbacks.
         if let Some(Err(e)) = consumer.poll(POLL) {
-            FlowRetrying {
-                flow: &flow.name(),
-                what: &format!("group membership: {e}"),
-            }
-            .emit();
+            FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
         }
         let waited = consumer.context().waited();
         if waited > stuck_after {

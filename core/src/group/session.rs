@@ -26,10 +26,7 @@ pub struct GroupSession {
 
 impl GroupSession {
     pub(super) fn new(tasks_topic: String) -> Arc<Self> {
-        Arc::new(Self {
-            current: Mutex::new((None, BTreeSet::new())),
-            tasks_topic,
-        })
+        Arc::new(Self { current: Mutex::new((None, BTreeSet::new())), tasks_topic })
     }
 
     /// Records the member id and generation the coordinator last gave, and the tasks that go
@@ -48,7 +45,12 @@ impl GroupSession {
     /// Adds the membership to `producer`'s open transaction, for the tasks `owned`, waiting at
     /// most `wait`: the commit then succeeds only if this process is still the member it was
     /// when it got them. A timeout is retriable: call again.
-    pub fn join_transaction<C: ProducerContext>(&self, producer: &BaseProducer<C>, owned: &BTreeSet<u32>, wait: Duration) -> Result<(), KafkaError> {
+    pub fn join_transaction<C: ProducerContext>(
+        &self,
+        producer: &BaseProducer<C>,
+        owned: &BTreeSet<u32>,
+        wait: Duration,
+    ) -> Result<(), KafkaError> {
         let mut offsets = TopicPartitionList::new();
         for &task in owned {
             offsets.add_partition_offset(&self.tasks_topic, task as i32, Offset::Offset(0))?;

@@ -102,20 +102,11 @@ pub struct Verdict {
 
 impl Registry {
     fn new() -> Self {
-        Self {
-            start: Instant::now(),
-            beats: Mutex::default(),
-            flows: Mutex::default(),
-        }
+        Self { start: Instant::now(), beats: Mutex::default(), flows: Mutex::default() }
     }
 
     fn beat(&self, name: &str, bound: Duration) -> Arc<Beat> {
-        let beat = Arc::new(Beat {
-            name: name.to_string(),
-            bound,
-            start: self.start,
-            busy_since: AtomicU64::new(0),
-        });
+        let beat = Arc::new(Beat { name: name.to_string(), bound, start: self.start, busy_since: AtomicU64::new(0) });
         self.beats.lock().unwrap_or_else(|p| p.into_inner()).push(beat.clone());
         beat
     }
@@ -135,9 +126,9 @@ impl Registry {
         let wedged: Vec<String> = beats
             .iter()
             .filter_map(|b| {
-                b.busy_for(now)
-                    .filter(|d| *d > b.bound)
-                    .map(|d| format!("{}: one unit of work for {} s (bound {} s)", b.name, d.as_secs(), b.bound.as_secs()))
+                b.busy_for(now).filter(|d| *d > b.bound).map(|d| {
+                    format!("{}: one unit of work for {} s (bound {} s)", b.name, d.as_secs(), b.bound.as_secs())
+                })
             })
             .collect();
         let body = format!(

@@ -134,12 +134,22 @@ mod tests {
         assert_eq!(key, [0, 6, b'o', b'r', b'd', b'e', b'r', b's', 0, 0, 0, 1]);
         let value = OffsetSync { upstream: 100, downstream: 200 }.encode_value();
         assert_eq!(value, [0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 200]);
-        assert_eq!(OffsetSync::decode(&key, &value), Some((("orders".into(), 1), OffsetSync { upstream: 100, downstream: 200 })));
+        assert_eq!(
+            OffsetSync::decode(&key, &value),
+            Some((("orders".into(), 1), OffsetSync { upstream: 100, downstream: 200 }))
+        );
     }
 
     #[test]
     fn checkpoint_and_heartbeat_round_trip_with_version_zero() {
-        let c = Checkpoint { group: "orders-cg".into(), topic: "us-east.orders".into(), partition: 2, upstream: 120, downstream: 102, metadata: "".into() };
+        let c = Checkpoint {
+            group: "orders-cg".into(),
+            topic: "us-east.orders".into(),
+            partition: 2,
+            upstream: 120,
+            downstream: 102,
+            metadata: "".into(),
+        };
         let (k, v) = (c.encode_key(), c.encode_value());
         assert_eq!(&v[..2], &[0, 0]);
         assert_eq!(v.len(), 2 + 8 + 8 + 2);

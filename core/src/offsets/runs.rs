@@ -270,7 +270,11 @@ mod tests {
         assert_eq!(m.obsolete(Some(40), None), Vec::<i64>::new(), "a group at 40 still resumes at 7");
         assert_eq!(m.obsolete(Some(43), None), vec![40]);
         assert_eq!(m.obsolete(Some(49), None), vec![40], "a group at 49 resumes through the run at 43");
-        assert_eq!(m.obsolete(Some(1000), Some(1000)), vec![40, 43, 50, 62], "all but the open run, bounded by the position");
+        assert_eq!(
+            m.obsolete(Some(1000), Some(1000)),
+            vec![40, 43, 50, 62],
+            "all but the open run, bounded by the position"
+        );
         assert_eq!(m.obsolete(None, Some(65)), vec![43, 50], "the anchor stays as the floor");
         let mut pruned = m.clone();
         for upstream in pruned.obsolete(None, Some(65)) {
@@ -281,7 +285,11 @@ mod tests {
         let mut unread = PartitionMap::default();
         unread.closed(run(0, 0, 5));
         unread.closed(run(6, 5, 5));
-        assert_eq!(unread.obsolete(Some(100), Some(100)), Vec::<i64>::new(), "no stored position: nothing is known done");
+        assert_eq!(
+            unread.obsolete(Some(100), Some(100)),
+            Vec::<i64>::new(),
+            "no stored position: nothing is known done"
+        );
     }
 
     proptest::proptest! {

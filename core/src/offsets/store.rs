@@ -18,7 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::runs::{PartitionMap, Run};
 use super::wire::{put_i16, put_i32, put_i64, put_string, Reader};
-use crate::cluster::{create_client, ClusterError, ClusterAdmin, TopicSpec};
+use crate::cluster::{create_client, ClusterAdmin, ClusterError, TopicSpec};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// Where a source partition resumes, and the run of the offset mapping still growing there.
@@ -49,7 +49,8 @@ pub fn positions_topic_spec(source_alias: &str, replication_factor: i32) -> Topi
 }
 
 /// Topic configs of the position topic beyond `cleanup.policy=compact`.
-pub const POSITIONS_TOPIC_CONFIGS: [(&str, &str); 3] = [("segment.ms", "3600000"), ("segment.bytes", "16777216"), ("delete.retention.ms", "3600000")];
+pub const POSITIONS_TOPIC_CONFIGS: [(&str, &str); 3] =
+    [("segment.ms", "3600000"), ("segment.bytes", "16777216"), ("delete.retention.ms", "3600000")];
 
 /// Encodes the key of a position record.
 pub fn encode_key(topic: &str, partition: i32) -> Vec<u8> {
@@ -191,16 +192,14 @@ pub fn load_positions(
     let spec = positions_topic_spec(source_alias, replication_factor);
     admin.ensure_exists(&spec)?;
     let mut positions = Positions::new();
-    read_topic(target, settings, &spec.name, timeout, |k, v| {
-        match decode(k, v) {
-            Some(StoredRecord::Position(id, stored)) => {
-                positions.insert(id, stored);
-            }
-            Some(StoredRecord::PositionDeleted(id)) => {
-                positions.remove(&id);
-            }
-            _ => {}
+    read_topic(target, settings, &spec.name, timeout, |k, v| match decode(k, v) {
+        Some(StoredRecord::Position(id, stored)) => {
+            positions.insert(id, stored);
         }
+        Some(StoredRecord::PositionDeleted(id)) => {
+            positions.remove(&id);
+        }
+        _ => {}
     })?;
     Ok(positions)
 }
@@ -240,7 +239,12 @@ impl TopicTail {
             settings,
             "consumer",
             &[],
-            &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
+            &[
+                ("group.id", "strait"),
+                ("enable.auto.commit", "false"),
+                ("isolation.level", "read_committed"),
+                ("enable.partition.eof", "false"),
+            ],
             rdkafka::consumer::DefaultConsumerContext,
         )?;
         let ends: BaseConsumer = create_client(
@@ -251,7 +255,14 @@ impl TopicTail {
             &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_uncommitted")],
             rdkafka::consumer::DefaultConsumerContext,
         )?;
-        Ok(Self { consumer, ends, topic: topic.to_string(), alias: cluster.alias.to_string(), assigned: false, abandon: None })
+        Ok(Self {
+            consumer,
+            ends,
+            topic: topic.to_string(),
+            alias: cluster.alias.to_string(),
+            assigned: false,
+            abandon: None,
+        })
     }
 
     /// Makes every read give up once `flag` is set (its flow stopping). A transaction a killed
@@ -270,9 +281,17 @@ impl TopicTail {
 
     /// Reads from where the last call stopped to the topic's current end; records of a
     /// transaction still open there are waited for (until `timeout`), never skipped.
-    pub fn catch_up(&mut self, timeout: Duration, mut on_record: impl FnMut(&[u8], Option<&[u8]>)) -> Result<(), ClusterError> {
+    pub fn catch_up(
+        &mut self,
+        timeout: Duration,
+        mut on_record: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> Result<(), ClusterError> {
         let topic = self.topic.as_str();
-        let fail = |what: &str, reason: String| ClusterError::Client { alias: self.alias.clone(), what: format!("{what} {topic}"), reason };
+        let fail = |what: &str, reason: String| ClusterError::Client {
+            alias: self.alias.clone(),
+            what: format!("{what} {topic}"),
+            reason,
+        };
         let deadline = Instant::now() + timeout;
         // A just-created topic may need a moment before its leader answers.
         let (low, high) = loop {
@@ -294,7 +313,9 @@ impl TopicTail {
             self.consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
             self.assigned = true;
         }
-        let position = |c: &BaseConsumer| c.position().ok().and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()));
+        let position = |c: &BaseConsumer| {
+            c.position().ok().and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
+        };
         if position(&self.consumer).is_some_and(|p| p >= high) {
             return Ok(());
         }
@@ -350,9 +371,15 @@ mod tests {
         let id = ("orders".to_string(), 0);
         let mut m = Mappings::default();
         for upstream in [0, 10, 20] {
-            m.apply(&encode_run_key("orders", 0, upstream), Some(&encode_run_value(Run { upstream, downstream: upstream / 10 * 9, len: 9 })));
+            m.apply(
+                &encode_run_key("orders", 0, upstream),
+                Some(&encode_run_value(Run { upstream, downstream: upstream / 10 * 9, len: 9 })),
+            );
         }
-        m.apply(&encode_key("orders", 0), Some(&encode_value(Stored { next: 35, open: Some(Run { upstream: 30, downstream: 27, len: 5 }) })));
+        m.apply(
+            &encode_key("orders", 0),
+            Some(&encode_value(Stored { next: 35, open: Some(Run { upstream: 30, downstream: 27, len: 5 }) })),
+        );
         m.apply(&encode_run_key("orders", 0, 10), None);
         let starts: Vec<i64> = m.get("orders", 0).map(|p| p.runs().map(|r| r.upstream).collect()).unwrap_or_default();
         assert_eq!(starts, vec![0, 20, 30]);
@@ -361,6 +388,10 @@ mod tests {
         assert_eq!(m.orphaned, HashSet::from([(id.clone(), 0), (id.clone(), 20), (id.clone(), 30)]));
         m.apply(&encode_run_key("orders", 0, 20), None);
         m.apply(&encode_run_key("orders", 0, 0), Some(&encode_run_value(Run { upstream: 0, downstream: 0, len: 3 })));
-        assert_eq!(m.orphaned, HashSet::from([(id, 30)]), "deleted already, and a recreated topic's run: neither is due");
+        assert_eq!(
+            m.orphaned,
+            HashSet::from([(id, 30)]),
+            "deleted already, and a recreated topic's run: neither is due"
+        );
     }
 }

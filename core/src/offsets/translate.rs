@@ -23,7 +23,9 @@ impl History {
         match self.syncs.first() {
             // A rewind upstream (topic recreated, group reset) or downstream (remote truncated)
             // makes every older sync meaningless.
-            Some(newest) if sync.upstream < newest.upstream || sync.downstream < newest.downstream => self.syncs.clear(),
+            Some(newest) if sync.upstream < newest.upstream || sync.downstream < newest.downstream => {
+                self.syncs.clear()
+            }
             Some(newest) if *newest == sync => return,
             _ => {}
         }

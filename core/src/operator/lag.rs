@@ -35,14 +35,24 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
         &view.flow.consumer,
         "consumer",
         &[],
-        &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
+        &[
+            ("group.id", "strait"),
+            ("enable.auto.commit", "false"),
+            ("isolation.level", "read_committed"),
+            ("enable.partition.eof", "false"),
+        ],
         DefaultConsumerContext,
     )?;
-    let fail = |what: String, e: rdkafka::error::KafkaError| ClusterError::Client { alias: view.source.alias.to_string(), what, reason: e.to_string() };
+    let fail = |what: String, e: rdkafka::error::KafkaError| ClusterError::Client {
+        alias: view.source.alias.to_string(),
+        what,
+        reason: e.to_string(),
+    };
     let mut out = Vec::new();
     let mut peek = TopicPartitionList::new();
     // The position topic holds every flow from this source; report the partitions of this one.
-    let mut keys: Vec<&(String, i32)> = view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).collect();
+    let mut keys: Vec<&(String, i32)> =
+        view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).collect();
     keys.sort();
     for (topic, partition) in keys {
         let (low, high) = consumer
@@ -51,7 +61,8 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
         let next = view.translation.forward.get(topic, *partition).and_then(|m| m.next()).unwrap_or(low).max(low);
         let unreplicated = (high - next).max(0);
         if unreplicated > 0 {
-            peek.add_partition_offset(topic, *partition, Offset::Offset(next)).map_err(|e| fail("assigning".into(), e))?;
+            peek.add_partition_offset(topic, *partition, Offset::Offset(next))
+                .map_err(|e| fail("assigning".into(), e))?;
         }
         out.push(PartitionLag { topic: topic.clone(), partition: *partition, unreplicated, oldest_age_ms: None });
     }
@@ -88,7 +99,11 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
 }
 
 /// Partitions with unreplicated offsets, no record read, and the consumer at their end.
-fn reached_end(consumer: &BaseConsumer, lags: &[PartitionLag], oldest: &HashMap<(String, i32), i64>) -> Vec<(String, i32)> {
+fn reached_end(
+    consumer: &BaseConsumer,
+    lags: &[PartitionLag],
+    oldest: &HashMap<(String, i32), i64>,
+) -> Vec<(String, i32)> {
     let Ok(positions) = consumer.position() else { return Vec::new() };
     lags.iter()
         .filter(|l| l.unreplicated > 0 && !oldest.contains_key(&(l.topic.clone(), l.partition)))

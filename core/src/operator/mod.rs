@@ -65,7 +65,11 @@ impl FlowView {
                 reason: format!("it is not enabled; add `{from}->{to}.enabled = true`"),
             })?
             .clone();
-        let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
+        let missing = |alias: &str| ClusterError::Client {
+            alias: alias.into(),
+            what: "looking up the cluster".into(),
+            reason: "not in `clusters`".into(),
+        };
         let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?.clone();
         let target = config.cluster(&flow.target).ok_or_else(|| missing(flow.target.as_str()))?.clone();
         let policy = FlowPolicy::load(PolicyEngine::shared()?, &flow)?;
@@ -93,7 +97,12 @@ impl FlowView {
 
     /// Every partition a group could be translated for.
     pub fn watched(&self) -> Result<Vec<Watched>, FlowError> {
-        self.translation.watched(&self.naming, &self.flow.topics, self.source.alias.as_str(), self.target.alias.as_str())
+        self.translation.watched(
+            &self.naming,
+            &self.flow.topics,
+            self.source.alias.as_str(),
+            self.target.alias.as_str(),
+        )
     }
 
     /// The latest checkpoint of `group` per (target topic, partition), from the target.
@@ -173,7 +182,12 @@ pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOff
             (Some(t), Some(c), false) => t.translate(&w.source_topic, w.partition, c.offset),
             _ => None,
         };
-        out.push(TranslatedOffset { committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)), translated, mm2, watched: w });
+        out.push(TranslatedOffset {
+            committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)),
+            translated,
+            mm2,
+            watched: w,
+        });
     }
     Ok(out)
 }

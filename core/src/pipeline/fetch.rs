@@ -210,7 +210,13 @@ impl FetchTask {
             }
             Err(e) => {
                 self.pending.failed(new, Instant::now());
-                AssignRetried { flow: &self.stage.flow, partitions: count, attempt: self.pending.attempts(), error: &e }.emit();
+                AssignRetried {
+                    flow: &self.stage.flow,
+                    partitions: count,
+                    attempt: self.pending.attempts(),
+                    error: &e,
+                }
+                .emit();
             }
         }
     }
@@ -239,7 +245,8 @@ impl FetchTask {
         }
         // A partition the consumer no longer knows is unassigned already; nothing to retry.
         if let Err(e) = self.stage.consumer.incremental_unassign(&tpl) {
-            FlowRetrying { flow: &self.stage.flow, what: &format!("unassigning partitions of deleted topics: {e}") }.emit();
+            FlowRetrying { flow: &self.stage.flow, what: &format!("unassigning partitions of deleted topics: {e}") }
+                .emit();
         }
         self.assigned = self.assigned.saturating_sub(count);
         AssignmentChanged { flow: &self.stage.flow, added: -(count as i64), total: self.assigned }.emit();
@@ -253,7 +260,8 @@ impl FetchTask {
         for (topic, parts) in &self.by_topic {
             for (partition, slot) in parts.iter().enumerate() {
                 let Some(slot) = *slot else { continue };
-                let delivered = self.metrics.get(slot as usize).and_then(Option::as_ref).and_then(PartitionMetrics::delivered);
+                let delivered =
+                    self.metrics.get(slot as usize).and_then(Option::as_ref).and_then(PartitionMetrics::delivered);
                 let watermarks = cached_watermarks(&self.stage.consumer, topic, partition as i32);
                 let lag = self.lag.partition(slot, delivered, watermarks, now_ms);
                 records += lag.records;
@@ -265,10 +273,16 @@ impl FetchTask {
 }
 
 impl FetchStage {
-    fn assign(&self, new: &[NewPartition], by_topic: &mut HashMap<String, Vec<Option<SlotId>>>, metrics: &mut Vec<Option<PartitionMetrics>>) -> Result<(), String> {
+    fn assign(
+        &self,
+        new: &[NewPartition],
+        by_topic: &mut HashMap<String, Vec<Option<SlotId>>>,
+        metrics: &mut Vec<Option<PartitionMetrics>>,
+    ) -> Result<(), String> {
         let mut tpl = TopicPartitionList::new();
         for p in new {
-            tpl.add_partition_offset(&p.topic, p.partition, p.start).map_err(|e| format!("{}-{}: {e}", p.topic, p.partition))?;
+            tpl.add_partition_offset(&p.topic, p.partition, p.start)
+                .map_err(|e| format!("{}-{}: {e}", p.topic, p.partition))?;
         }
         self.consumer.incremental_assign(&tpl).map_err(|e| e.to_string())?;
         let slots = self.slots.read();
@@ -288,7 +302,13 @@ impl FetchStage {
         Ok(())
     }
 
-    fn fill_batch(&self, by_topic: &HashMap<String, Vec<Option<SlotId>>>, metrics: &[Option<PartitionMetrics>], lag: &mut LagTracker, wait: Duration) -> Batch {
+    fn fill_batch(
+        &self,
+        by_topic: &HashMap<String, Vec<Option<SlotId>>>,
+        metrics: &[Option<PartitionMetrics>],
+        lag: &mut LagTracker,
+        wait: Duration,
+    ) -> Batch {
         let max_bytes = self.max_bytes.min(Batch::MAX_BYTES);
         // Small batches (a low rate) stay small; a full one grows its buffer a few times, and
         // glibc grows large blocks by remapping, without copying.
@@ -307,7 +327,9 @@ impl FetchStage {
                     break;
                 }
                 Some(Ok(m)) => {
-                    let Some(slot) = by_topic.get(m.topic()).and_then(|p| p.get(m.partition() as usize)).copied().flatten() else {
+                    let Some(slot) =
+                        by_topic.get(m.topic()).and_then(|p| p.get(m.partition() as usize)).copied().flatten()
+                    else {
                         continue;
                     };
                     push_record(&mut batch, slot, &m);
@@ -318,7 +340,13 @@ impl FetchStage {
                             s.oldest_age = s.oldest_age.max(age);
                             s.last = record.offset;
                         }
-                        None => seen.push(BatchSlot { slot, oldest_age: age, first: record.offset, first_ts: record.timestamp, last: record.offset }),
+                        None => seen.push(BatchSlot {
+                            slot,
+                            oldest_age: age,
+                            first: record.offset,
+                            first_ts: record.timestamp,
+                            last: record.offset,
+                        }),
                     }
                 }
             }

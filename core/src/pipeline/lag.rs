@@ -80,7 +80,13 @@ impl LagTracker {
     /// The lag of `slot`, given the next offset to deliver (`None` before the first
     /// acknowledgement of this lifetime: the start position, else the low watermark), and the
     /// cached watermarks (`high` negative when unknown yet).
-    pub fn partition(&mut self, slot: SlotId, delivered: Option<i64>, (low, high): (i64, i64), now_ms: i64) -> PartitionLagNow {
+    pub fn partition(
+        &mut self,
+        slot: SlotId,
+        delivered: Option<i64>,
+        (low, high): (i64, i64),
+        now_ms: i64,
+    ) -> PartitionLagNow {
         let s = self.slot(slot);
         let next = delivered.or(s.start).unwrap_or(low).max(low.max(0));
         let records = if high >= 0 { (high - next).max(0) } else { 0 };
@@ -111,7 +117,15 @@ pub fn cached_watermarks(consumer: &BaseConsumer, topic: &str, partition: i32) -
     let Ok(topic) = CString::new(topic) else { return (low, high) };
     // SAFETY: the client pointer lives as long as `consumer`; the topic is a valid C string for
     // the call; librdkafka writes only the two offsets.
-    let err = unsafe { rd::rd_kafka_get_watermark_offsets(consumer.client().native_ptr(), topic.as_ptr(), partition, &mut low, &mut high) };
+    let err = unsafe {
+        rd::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
     if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         return (rd::RD_KAFKA_OFFSET_INVALID as i64, rd::RD_KAFKA_OFFSET_INVALID as i64);
     }

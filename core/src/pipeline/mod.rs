@@ -14,16 +14,19 @@ mod stage;
 mod transform;
 mod wiring;
 
-pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, Span};
 pub(crate) use batch::NULL;
+pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, Span};
+pub use doorbell::Doorbell;
 pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
 pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
-pub use produce::{transactional_id, Deliveries, DeliveryContext, InFlight, Sent, Ticket, POSITION_TICKET, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, ProduceTask, TargetProducer};
+pub use produce::{
+    transactional_id, Deliveries, DeliveryContext, InFlight, Lanes, OffsetSyncSink, PositionWriter, ProduceStage,
+    ProduceTask, Sent, TargetProducer, Ticket, POSITION_TICKET,
+};
 pub use slots::{Slot, Slots};
-pub use transform::{RecordTransform, Unchanged};
-pub use doorbell::Doorbell;
 pub use stage::{MiddleStage, Neighbours};
+pub use transform::{RecordTransform, Unchanged};
 pub use wiring::{build_flow, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};
@@ -99,8 +102,12 @@ impl FlowError {
     /// A panic restarts too: it is a bug, and the backoff keeps a repeating one cheap.
     pub fn is_transient(&self) -> bool {
         match self {
-            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => true,
-            FlowError::Discovery(e) => !matches!(e, DiscoveryError::Policy(_) | DiscoveryError::Sync(crate::topics::SyncError::Policy(_))),
+            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => {
+                true
+            }
+            FlowError::Discovery(e) => {
+                !matches!(e, DiscoveryError::Policy(_) | DiscoveryError::Sync(crate::topics::SyncError::Policy(_)))
+            }
             FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
         }
     }

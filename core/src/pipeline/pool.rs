@@ -218,18 +218,30 @@ pub struct Pool {
 impl Pool {
     /// Starts `threads` stage threads and the periodic threads.
     pub fn start(threads: usize) -> Result<Self, FlowError> {
-        let spawn_err = |what: &'static str| move |e: std::io::Error| FlowError::Thread { flow: "*".into(), stage: what, what: format!("could not start: {e}") };
+        let spawn_err = |what: &'static str| {
+            move |e: std::io::Error| FlowError::Thread {
+                flow: "*".into(),
+                stage: what,
+                what: format!("could not start: {e}"),
+            }
+        };
         let mut stages = Vec::new();
         for i in 0..threads.max(1) {
             let (tx, rx) = crossbeam_channel::unbounded();
             let beat = health::beat(&format!("stages {i}"), health::STAGE_BOUND);
-            let handle = thread::Builder::new().name(format!("stages {i}")).spawn(move || run_stages(&rx, &beat)).map_err(spawn_err("stages"))?;
+            let handle = thread::Builder::new()
+                .name(format!("stages {i}"))
+                .spawn(move || run_stages(&rx, &beat))
+                .map_err(spawn_err("stages"))?;
             stages.push((tx, handle.thread().clone()));
         }
         let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, FlowError> {
             let (tx, rx) = crossbeam_channel::unbounded();
             let beat = health::beat(name, health::PERIODIC_BOUND);
-            thread::Builder::new().name(name.to_string()).spawn(move || run_periodic(&rx, &beat)).map_err(spawn_err("periodic"))?;
+            thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || run_periodic(&rx, &beat))
+                .map_err(spawn_err("periodic"))?;
             Ok(tx)
         };
         let periodic = periodic_thread("periodic")?;
@@ -239,7 +251,13 @@ impl Pool {
 
     /// Runs a flow's stages (in pipeline order, each with its doorbell), periodic work and
     /// checkpoint work.
-    pub fn add(&self, flow: &Arc<FlowControl>, stages: Vec<(Box<dyn StageTask>, Doorbell)>, periodic: Vec<Box<dyn Periodic>>, checkpoints: Vec<Box<dyn Periodic>>) {
+    pub fn add(
+        &self,
+        flow: &Arc<FlowControl>,
+        stages: Vec<(Box<dyn StageTask>, Doorbell)>,
+        periodic: Vec<Box<dyn Periodic>>,
+        checkpoints: Vec<Box<dyn Periodic>>,
+    ) {
         flow.started(stages.len() + periodic.len() + checkpoints.len());
         let base = self.next.fetch_add(stages.len(), Ordering::Relaxed);
         for (i, (task, bell)) in stages.into_iter().enumerate() {
@@ -287,7 +305,11 @@ fn reap(flow: Arc<FlowControl>, what: impl FnOnce() + Send + 'static) {
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into())
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn run_stages(injector: &Receiver<Owned<dyn StageTask>>, beat: &Beat) {
@@ -391,11 +413,20 @@ mod tests {
     #[test]
     fn idle_threads_sleep_longer_each_round_up_to_a_bound_and_wake_fully_after_work() {
         let mut idle = IdleBackoff::default();
-        let sleeps: Vec<u64> = (0..7).filter_map(|_| idle.after_round(false, true)).map(|d| d.as_millis() as u64).collect();
+        let sleeps: Vec<u64> =
+            (0..7).filter_map(|_| idle.after_round(false, true)).map(|d| d.as_millis() as u64).collect();
         assert_eq!(sleeps, [1, 2, 4, 8, 16, 16, 16]);
         assert_eq!(idle.after_round(true, true), None, "a stage worked: the next round comes at once");
-        assert_eq!(idle.after_round(false, true), Some(IDLE_SLEEP), "and the first idle round after work sleeps the least");
-        assert_eq!(idle.after_round(false, false), Some(IDLE_PARK_MAX), "no stage polls: the thread parks until a doorbell rings");
+        assert_eq!(
+            idle.after_round(false, true),
+            Some(IDLE_SLEEP),
+            "and the first idle round after work sleeps the least"
+        );
+        assert_eq!(
+            idle.after_round(false, false),
+            Some(IDLE_PARK_MAX),
+            "no stage polls: the thread parks until a doorbell rings"
+        );
     }
 
     fn wait_for_more(steps: &AtomicU64, than: u64) -> u64 {
@@ -474,19 +505,31 @@ mod tests {
         let healthy = FlowControl::new("a->b", 1, ended_tx.clone());
         let broken = FlowControl::new("b->a", 1, ended_tx);
         let steps = Arc::new(AtomicU64::new(0));
-        pool.add(&healthy, vec![(Box::new(Counting(steps.clone(), healthy.stop_flag(), Step::Worked)), Doorbell::default())], Vec::new(), Vec::new());
+        pool.add(
+            &healthy,
+            vec![(Box::new(Counting(steps.clone(), healthy.stop_flag(), Step::Worked)), Doorbell::default())],
+            Vec::new(),
+            Vec::new(),
+        );
         pool.add(&broken, vec![(Box::new(Panicking(0)), Doorbell::default())], Vec::new(), Vec::new());
 
         let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the broken flow ends");
         assert_eq!(ended.flow, "b->a");
-        assert!(matches!(&ended.error, Some(FlowError::Thread { what, .. }) if what.contains("a bug in a stage")), "{:?}", ended.error);
+        assert!(
+            matches!(&ended.error, Some(FlowError::Thread { what, .. }) if what.contains("a bug in a stage")),
+            "{:?}",
+            ended.error
+        );
         assert!(!healthy.stopping(), "the other flow was not stopped");
         let before = steps.load(Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(10);
         while steps.load(Ordering::Relaxed) < before + 1000 && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(10));
         }
-        assert!(steps.load(Ordering::Relaxed) >= before + 1000, "the healthy flow's stage kept stepping after the panic");
+        assert!(
+            steps.load(Ordering::Relaxed) >= before + 1000,
+            "the healthy flow's stage kept stepping after the panic"
+        );
 
         healthy.stop(Instant::now());
         let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the healthy flow ends when asked");

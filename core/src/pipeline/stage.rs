@@ -112,7 +112,14 @@ pub struct MiddleStage {
 impl MiddleStage {
     /// `next_stage` names the stage `output` feeds, for the queue-depth gauge; `bells` are the
     /// doorbells of the stages before and after this one.
-    pub fn new(flow: &str, next_stage: &'static str, input: Receiver<Batch>, output: Sender<Batch>, work: Box<dyn Work>, bells: Neighbours) -> Self {
+    pub fn new(
+        flow: &str,
+        next_stage: &'static str,
+        input: Receiver<Batch>,
+        output: Sender<Batch>,
+        work: Box<dyn Work>,
+        bells: Neighbours,
+    ) -> Self {
         Self { input, before: bells.before, work, held: None, out: Handoff::new(flow, next_stage, output, bells.after) }
     }
 }

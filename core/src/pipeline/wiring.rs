@@ -5,38 +5,47 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 
+use super::doorbell::Doorbell;
 use super::fetch::FetchStage;
 use super::filter::{KeepAll, RecordFilter};
-use super::produce::{transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer};
 use super::pool::{FlowControl, Periodic, StageTask};
+use super::produce::{
+    transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer,
+};
 use super::stage::{MiddleStage, Neighbours};
-use super::doorbell::Doorbell;
 use super::transform::{RecordTransform, Unchanged};
 use super::{FlowError, Slots};
-use crate::cluster::{check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT};
-use crate::cluster::TopicSpec;
-use crate::config::{ClientSettings, ClusterConfig, Config, FlowConfig, SyncLocation};
-use crate::group::{group_id, GroupSession, Tasks};
-use crate::events::{AssignmentChanged, PositionsLoaded};
-use crate::heartbeats::HeartbeatEmitter;
+use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
+use crate::cluster::TopicSpec;
+use crate::cluster::{
+    check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT,
+};
+use crate::config::{ClientSettings, ClusterConfig, Config, FlowConfig, SyncLocation};
+use crate::events::{AssignmentChanged, PositionsLoaded};
+use crate::group::{group_id, GroupSession, Tasks};
+use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{load_positions, positions_topic, read_topic, TopicTail};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
 use crate::topics::{Discovery, TopicSync};
-use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 
 /// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
 /// memory stays bounded however many partitions are assigned, and librdkafka's (and Kafka's)
 /// 500 ms long poll of an idle source: the broker answers as soon as a record arrives, so a
 /// shorter one adds no speed, only requests (100 ms made every idle flow send 10 a second per
 /// source broker).
-const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("queued.max.messages.kbytes", "8192"), ("fetch.wait.max.ms", "500"), ("fetch.queue.backoff.ms", "5"), ("queued.min.messages", "20000")];
+const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
+    ("queued.max.messages.kbytes", "8192"),
+    ("fetch.wait.max.ms", "500"),
+    ("fetch.queue.backoff.ms", "5"),
+    ("queued.min.messages", "20000"),
+];
 /// Consumer settings that keep the delivery guarantee; the operator cannot change them.
 /// librdkafka requires a `group.id` even for assigned partitions; strait never joins or
 /// commits it, positions live in the position topic.
@@ -125,7 +134,11 @@ pub fn build_flow(
 ) -> Result<FlowParts, FlowError> {
     let producers = &shared.producers;
     let name = flow.name();
-    let missing = |alias: &str| ClusterError::Client { alias: alias.into(), what: "looking up the cluster".into(), reason: "not in `clusters`".into() };
+    let missing = |alias: &str| ClusterError::Client {
+        alias: alias.into(),
+        what: "looking up the cluster".into(),
+        reason: "not in `clusters`".into(),
+    };
     let source = config.cluster(&flow.source).ok_or_else(|| missing(flow.source.as_str()))?;
     let target = config.cluster(&flow.target).ok_or_else(|| missing(flow.target.as_str()))?;
 
@@ -141,12 +154,21 @@ pub fn build_flow(
     // tasks' previous owners and aborts what they left open, so the positions read next are
     // final for every owned partition.
     let deliveries = Deliveries::new(flow.offset_syncs.map(|c| c.max_lag));
-    let (lanes, position_writer) = target_producers(target, flow, &group_id(config, flow), tasks, session, &deliveries)?;
-    let positions = load_positions(target, &flow.target_admin, &target_admin, source.alias.as_str(), flow.offset_storage_replication_factor, REACH_TIMEOUT * 4)?;
+    let (lanes, position_writer) =
+        target_producers(target, flow, &group_id(config, flow), tasks, session, &deliveries)?;
+    let positions = load_positions(
+        target,
+        &flow.target_admin,
+        &target_admin,
+        source.alias.as_str(),
+        flow.offset_storage_replication_factor,
+        REACH_TIMEOUT * 4,
+    )?;
     PositionsLoaded { flow: &name, topic: &positions_topic(source.alias.as_str()), partitions: positions.len() }.emit();
 
     let slots = Slots::default();
-    let consumer: BaseConsumer = create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
+    let consumer: BaseConsumer =
+        create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
 
     let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();
@@ -162,7 +184,12 @@ pub fn build_flow(
             dead_letter: match &flow.dead_letter_topic {
                 Some(topic) => {
                     // One partition keeps refused records in the order they were refused.
-                    let spec = TopicSpec { name: topic.clone(), partitions: 1, replication_factor: flow.replication_factor, configs: Vec::new() };
+                    let spec = TopicSpec {
+                        name: topic.clone(),
+                        partitions: 1,
+                        replication_factor: flow.replication_factor,
+                        configs: Vec::new(),
+                    };
                     target_admin.ensure_exists(&spec)?;
                     Some(Arc::from(topic.as_str()))
                 }
@@ -172,13 +199,27 @@ pub fn build_flow(
         None => None,
     };
     if provenance || conflicts.is_some() {
-        filters.push(Box::new(ActiveActive::new(source.alias.as_str(), target.alias.as_str(), slots.clone(), provenance, conflicts)));
+        filters.push(Box::new(ActiveActive::new(
+            source.alias.as_str(),
+            target.alias.as_str(),
+            slots.clone(),
+            provenance,
+            conflicts,
+        )));
     }
     if let Some(component) = &policy.records {
         let (s, t) = (source.alias.as_str(), target.alias.as_str());
-        let reserved = [positions_topic(s), naming.offset_syncs_topic(s)?, naming.offset_syncs_topic(t)?, naming.checkpoints_topic(s)?, naming.checkpoints_topic(t)?];
+        let reserved = [
+            positions_topic(s),
+            naming.offset_syncs_topic(s)?,
+            naming.offset_syncs_topic(t)?,
+            naming.checkpoints_topic(s)?,
+            naming.checkpoints_topic(t)?,
+        ];
         let guard = RouteGuard::new(Box::new(WasmNaming::new(policy.naming.instantiate(flow)?)), reserved)?;
-        filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow).guarding_routes(guard)));
+        filters.push(Box::new(
+            RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow).guarding_routes(guard),
+        ));
     }
     let filter: Box<dyn RecordFilter> = match filters.len() {
         0 => Box::new(KeepAll),
@@ -205,7 +246,8 @@ pub fn build_flow(
         None => None,
         Some(interval) => {
             let topic = naming.heartbeats_topic()?;
-            target_admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), flow.heartbeats_replication_factor))?;
+            target_admin
+                .ensure_exists(&TopicSpec::compacted_single(topic.clone(), flow.heartbeats_replication_factor))?;
             let producer: ControlProducer = producers.producer(target, &flow.producer)?;
             Some(HeartbeatEmitter {
                 flow: name.clone(),
@@ -245,7 +287,8 @@ pub fn build_flow(
                 target_groups: shared.groups(target, &flow.target_admin)?,
                 source: source.clone(),
                 source_settings: flow.consumer.clone(),
-                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?.abandon_when(Some(control.stop_flag())),
+                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?
+                    .abandon_when(Some(control.stop_flag())),
                 producer,
                 topic,
                 last,
@@ -255,22 +298,24 @@ pub fn build_flow(
 
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
     let from_latest = start_from_latest(flow)?;
-    let mut discovery = Discovery::new(flow, naming, source_admin.clone(), target_admin.clone(), slots.clone(), positions, assign_tx)
-        .from_latest(from_latest)
-        .tasks(tasks.clone())
-        .filters(policy_filters.clone());
+    let mut discovery =
+        Discovery::new(flow, naming, source_admin.clone(), target_admin.clone(), slots.clone(), positions, assign_tx)
+            .from_latest(from_latest)
+            .tasks(tasks.clone())
+            .filters(policy_filters.clone());
     discovery.discover()?;
     // Configs and ACLs are the flow's, not a task's: the owner of task 0 keeps them in line.
-    let topic_sync = (tasks.leads() && (flow.topic_configs.interval.is_some() || flow.acl_sync.is_some())).then(|| TopicSync {
-        flow: name.clone(),
-        source: source_admin.clone(),
-        target: target_admin.clone(),
-        replicated: discovery.replicated(),
-        configs: flow.topic_configs.clone(),
-        filters: policy_filters.clone(),
-        acls: flow.acl_sync,
-        next: (Instant::now() + flow.topic_configs.interval.unwrap_or_default(), Instant::now()),
-    });
+    let topic_sync =
+        (tasks.leads() && (flow.topic_configs.interval.is_some() || flow.acl_sync.is_some())).then(|| TopicSync {
+            flow: name.clone(),
+            source: source_admin.clone(),
+            target: target_admin.clone(),
+            replicated: discovery.replicated(),
+            configs: flow.topic_configs.clone(),
+            filters: policy_filters.clone(),
+            acls: flow.acl_sync,
+            next: (Instant::now() + flow.topic_configs.interval.unwrap_or_default(), Instant::now()),
+        });
 
     // A start that owns no partition must not show the last start's count.
     AssignmentChanged { flow: &name, added: 0, total: 0 }.emit();
@@ -288,7 +333,8 @@ pub fn build_flow(
     if let Some(sync) = topic_sync {
         periodic.push(Box::new(sync));
     }
-    let checkpoints: Vec<Box<dyn Periodic>> = checkpoints.into_iter().map(|task| Box::new(task.ticker()) as Box<dyn Periodic>).collect();
+    let checkpoints: Vec<Box<dyn Periodic>> =
+        checkpoints.into_iter().map(|task| Box::new(task.ticker()) as Box<dyn Periodic>).collect();
 
     let fetch = FetchStage {
         flow: name.clone(),
@@ -300,9 +346,23 @@ pub fn build_flow(
         max_bytes: flow.batch_max_bytes,
     };
     let [fetch_bell, filter_bell, transform_bell, produce_bell] = std::array::from_fn(|_| Doorbell::default());
-    let filter = MiddleStage::new(&name, "transform", fetched_rx, filtered_tx, Box::new(filter), Neighbours { before: fetch_bell.clone(), after: transform_bell.clone() });
+    let filter = MiddleStage::new(
+        &name,
+        "transform",
+        fetched_rx,
+        filtered_tx,
+        Box::new(filter),
+        Neighbours { before: fetch_bell.clone(), after: transform_bell.clone() },
+    );
     let transform: Box<dyn RecordTransform> = Box::new(Unchanged);
-    let transform = MiddleStage::new(&name, "produce", filtered_rx, transformed_tx, Box::new(transform), Neighbours { before: filter_bell.clone(), after: produce_bell.clone() });
+    let transform = MiddleStage::new(
+        &name,
+        "produce",
+        filtered_rx,
+        transformed_tx,
+        Box::new(transform),
+        Neighbours { before: filter_bell.clone(), after: produce_bell.clone() },
+    );
     let produce = ProduceStage {
         flow: name.clone(),
         lanes,
@@ -317,8 +377,12 @@ pub fn build_flow(
         position_writer,
     };
     let fetch = fetch.task(fetched_tx, fetch_bell.clone(), filter_bell.clone());
-    let stages: Vec<(Box<dyn StageTask>, Doorbell)> =
-        vec![(Box::new(fetch), fetch_bell), (Box::new(filter), filter_bell), (Box::new(transform), transform_bell), (Box::new(produce.task()), produce_bell)];
+    let stages: Vec<(Box<dyn StageTask>, Doorbell)> = vec![
+        (Box::new(fetch), fetch_bell),
+        (Box::new(filter), filter_bell),
+        (Box::new(transform), transform_bell),
+        (Box::new(produce.task()), produce_bell),
+    ];
     Ok(FlowParts { stages, periodic, checkpoints })
 }
 
@@ -327,7 +391,8 @@ pub fn build_flow(
 /// timeouts beyond it, so an operator's larger ones are lowered for this producer.
 /// Ten seconds: a position transaction takes a fraction of a second, and one left open holds
 /// back every process's checkpoints and every flow (re)starting on the target until it ends.
-const POSITION_WRITER_TIMEOUTS: &[(&str, &str)] = &[("transaction.timeout.ms", "10000"), ("message.timeout.ms", "10000"), ("socket.timeout.ms", "10000")];
+const POSITION_WRITER_TIMEOUTS: &[(&str, &str)] =
+    &[("transaction.timeout.ms", "10000"), ("message.timeout.ms", "10000"), ("socket.timeout.ms", "10000")];
 
 /// How long `init_transactions` may take: the coordinator first aborts what the task's previous
 /// owner left open.
@@ -349,13 +414,22 @@ fn target_producers(
             alias: target.alias.to_string(),
             what: format!("initialising transactions for `{id}`"),
             reason: match e.rdkafka_error_code() {
-                Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed) => format!("{e}; grant strait WRITE and DESCRIBE on the transactional id prefix `strait.`"),
+                Some(RDKafkaErrorCode::TransactionalIdAuthorizationFailed) => {
+                    format!("{e}; grant strait WRITE and DESCRIBE on the transactional id prefix `strait.`")
+                }
                 _ => e.to_string(),
             },
         })
     };
     if !flow.exactly_once {
-        let producer: TargetProducer = create_client(target, &flow.producer, "producer", PRODUCER_DEFAULTS, PRODUCER_FORCED, DeliveryContext::new(deliveries.clone()))?;
+        let producer: TargetProducer = create_client(
+            target,
+            &flow.producer,
+            "producer",
+            PRODUCER_DEFAULTS,
+            PRODUCER_FORCED,
+            DeliveryContext::new(deliveries.clone()),
+        )?;
         let lanes = Lanes::single(producer);
         let Some(session) = session else { return Ok((lanes, None)) };
         // The writer's id is named after the lowest task it owns. Every owned task's id is
@@ -363,8 +437,20 @@ fn target_producers(
         // open, which would hold back every reader of the position topic until it timed out.
         let writer = per_task(flow, &tasks.owned, |task| {
             let id = format!("{}.positions", transactional_id(group, tasks.count, task));
-            let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(POSITION_WRITER_TIMEOUTS.iter().copied()).collect();
-            let producer: TargetProducer = create_client(target, &flow.producer, "producer", &[("linger.ms", "5")], &forced, DeliveryContext::new(deliveries.clone()))?;
+            let forced: Vec<(&str, &str)> = PRODUCER_FORCED
+                .iter()
+                .copied()
+                .chain([("transactional.id", id.as_str())])
+                .chain(POSITION_WRITER_TIMEOUTS.iter().copied())
+                .collect();
+            let producer: TargetProducer = create_client(
+                target,
+                &flow.producer,
+                "producer",
+                &[("linger.ms", "5")],
+                &forced,
+                DeliveryContext::new(deliveries.clone()),
+            )?;
             init(&producer, &id)?;
             Ok(producer)
         })?
@@ -373,8 +459,10 @@ fn target_producers(
         .map(|(_, producer)| producer);
         let Some(writer) = writer else { return Ok((lanes, None)) };
         let topic = positions_topic(flow.source.as_str());
-        let writer = PositionWriter::start(&flow.name(), writer, topic, session.clone(), tasks.owned.clone())
-            .map_err(|e| FlowError::Thread { flow: flow.name(), stage: "position writer", what: format!("could not start: {e}") })?;
+        let writer =
+            PositionWriter::start(&flow.name(), writer, topic, session.clone(), tasks.owned.clone()).map_err(|e| {
+                FlowError::Thread { flow: flow.name(), stage: "position writer", what: format!("could not start: {e}") }
+            })?;
         return Ok((lanes, Some(writer)));
     }
     let share = tasks.owned.len().max(1);
@@ -382,15 +470,33 @@ fn target_producers(
     let messages = (100_000 / share).max(10_000).to_string();
     // A transactional producer may not wait forever on a record (`message.timeout.ms = 0`); it
     // waits out the transaction, and a timeout restarts the flow at its last commit.
-    let defaults = [("linger.ms", "5"), COMPRESSION, ("queue.buffering.max.kbytes", kbytes.as_str()), ("queue.buffering.max.messages", messages.as_str())];
+    let defaults = [
+        ("linger.ms", "5"),
+        COMPRESSION,
+        ("queue.buffering.max.kbytes", kbytes.as_str()),
+        ("queue.buffering.max.messages", messages.as_str()),
+    ];
     // The coordinator aborts a transaction older than its timeout, so it must well exceed the
     // commit interval; librdkafka refuses record and socket timeouts beyond it.
-    let timeout = flow.transaction_interval.saturating_mul(3).max(std::time::Duration::from_secs(60)).as_millis().to_string();
-    let timeouts = [("transaction.timeout.ms", timeout.as_str()), ("message.timeout.ms", timeout.as_str()), ("socket.timeout.ms", "60000")];
+    let timeout =
+        flow.transaction_interval.saturating_mul(3).max(std::time::Duration::from_secs(60)).as_millis().to_string();
+    let timeouts = [
+        ("transaction.timeout.ms", timeout.as_str()),
+        ("message.timeout.ms", timeout.as_str()),
+        ("socket.timeout.ms", "60000"),
+    ];
     let producers = per_task(flow, &tasks.owned, |task| {
         let id = transactional_id(group, tasks.count, task);
-        let forced: Vec<(&str, &str)> = PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(timeouts).collect();
-        let producer: TargetProducer = create_client(target, &flow.producer, "producer", &defaults, &forced, DeliveryContext::new(deliveries.clone()))?;
+        let forced: Vec<(&str, &str)> =
+            PRODUCER_FORCED.iter().copied().chain([("transactional.id", id.as_str())]).chain(timeouts).collect();
+        let producer: TargetProducer = create_client(
+            target,
+            &flow.producer,
+            "producer",
+            &defaults,
+            &forced,
+            DeliveryContext::new(deliveries.clone()),
+        )?;
         init(&producer, &id)?;
         Ok(producer)
     })?;
@@ -401,15 +507,30 @@ fn target_producers(
 /// the first task's error. Each producer's `init_transactions` is a round trip to the
 /// transaction coordinator, which first aborts what the task's previous owner left open: one
 /// after another, the twelve of a default flow held its start back five seconds on loopback.
-fn per_task<T: Send>(flow: &FlowConfig, owned: &BTreeSet<u32>, make: impl Fn(u32) -> Result<T, FlowError> + Sync) -> Result<Vec<(u32, T)>, FlowError> {
+fn per_task<T: Send>(
+    flow: &FlowConfig,
+    owned: &BTreeSet<u32>,
+    make: impl Fn(u32) -> Result<T, FlowError> + Sync,
+) -> Result<Vec<(u32, T)>, FlowError> {
     let made: Vec<(u32, Result<T, FlowError>)> = thread::scope(|scope| {
         let make = &make;
-        let running: Vec<_> = owned.iter().map(|&task| (task, thread::Builder::new().name(format!("init task {task}")).spawn_scoped(scope, move || make(task)))).collect();
+        let running: Vec<_> = owned
+            .iter()
+            .map(|&task| {
+                (task, thread::Builder::new().name(format!("init task {task}")).spawn_scoped(scope, move || make(task)))
+            })
+            .collect();
         running
             .into_iter()
             .map(|(task, spawned)| {
                 let made = match spawned {
-                    Ok(handle) => handle.join().unwrap_or_else(|_| Err(FlowError::Thread { flow: flow.name(), stage: "produce", what: format!("initialising task {task}'s producer panicked") })),
+                    Ok(handle) => handle.join().unwrap_or_else(|_| {
+                        Err(FlowError::Thread {
+                            flow: flow.name(),
+                            stage: "produce",
+                            what: format!("initialising task {task}'s producer panicked"),
+                        })
+                    }),
                     // No thread to spare: this one is made on the calling thread.
                     Err(_) => make(task),
                 };
@@ -435,4 +556,3 @@ fn start_from_latest(flow: &FlowConfig) -> Result<bool, FlowError> {
         }),
     }
 }
-

@@ -13,7 +13,9 @@ mod wasm;
 pub use routes::RouteGuard;
 
 pub(crate) use wasm::modified;
-pub use wasm::{request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmFilters, WasmNaming};
+pub use wasm::{
+    request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmFilters, WasmNaming,
+};
 
 use crate::config::FlowConfig;
 
@@ -131,7 +133,9 @@ mod tests {
         assert_eq!(p.topic_source("us-east.orders").unwrap().as_deref(), Some("us-east"));
         assert_eq!(p.upstream_topic("us-west.us-east.orders").unwrap().as_deref(), Some("us-east.orders"));
         assert_eq!(p.topic_source("orders").unwrap(), None);
-        for t in ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden", "strait-offsets.a.internal"] {
+        for t in
+            ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden", "strait-offsets.a.internal"]
+        {
             assert!(p.is_internal_topic(t).unwrap(), "{t}");
         }
         assert!(!p.is_internal_topic("heartbeats").unwrap());

@@ -17,16 +17,14 @@ pub struct RouteGuard {
 impl RouteGuard {
     /// A guard naming topics with `naming`; `reserved` adds the flow's own bookkeeping topics
     /// by name (its position topic, checkpoints and offset-syncs topics).
-    pub fn new(naming: Box<dyn ReplicationPolicy>, reserved: impl IntoIterator<Item = String>) -> Result<Self, PolicyError> {
+    pub fn new(
+        naming: Box<dyn ReplicationPolicy>,
+        reserved: impl IntoIterator<Item = String>,
+    ) -> Result<Self, PolicyError> {
         let heartbeats = naming.heartbeats_topic()?;
         let mut reserved: HashSet<String> = reserved.into_iter().collect();
         reserved.insert(heartbeats.clone());
-        Ok(Self {
-            naming,
-            reserved,
-            heartbeats,
-            answers: HashMap::new(),
-        })
+        Ok(Self { naming, reserved, heartbeats, answers: HashMap::new() })
     }
 
     /// Whether `topic` is internal: Kafka's (`__*`), the naming policy's internal topics, the
@@ -36,7 +34,9 @@ impl RouteGuard {
             return Ok(*answer);
         }
         // Every replicator's bookkeeping by its name's shape too, whatever the naming policy says.
-        let bookkeeping = topic.starts_with("strait-offsets.") || topic.starts_with("mm2-") || topic.ends_with(".checkpoints.internal");
+        let bookkeeping = topic.starts_with("strait-offsets.")
+            || topic.starts_with("mm2-")
+            || topic.ends_with(".checkpoints.internal");
         let answer = bookkeeping
             || topic.starts_with("__")
             || self.reserved.contains(topic)

@@ -18,22 +18,12 @@ pub fn remote_acls(source: &[TopicAcl], replicated: &BTreeMap<String, String>) -
         if acl.allow && acl.operation == AclOperation::Write {
             continue;
         }
-        let remote = if acl.prefixed {
-            remote_prefix(&acl.topic, replicated)
-        } else {
-            replicated.get(&acl.topic).cloned()
-        };
+        let remote =
+            if acl.prefixed { remote_prefix(&acl.topic, replicated) } else { replicated.get(&acl.topic).cloned() };
         let Some(remote) = remote else { continue };
-        let operation = if acl.allow && acl.operation == AclOperation::All {
-            AclOperation::Read
-        } else {
-            acl.operation
-        };
-        out.insert(TopicAcl {
-            topic: remote,
-            operation,
-            ..acl.clone()
-        });
+        let operation =
+            if acl.allow && acl.operation == AclOperation::All { AclOperation::Read } else { acl.operation };
+        out.insert(TopicAcl { topic: remote, operation, ..acl.clone() });
     }
     out
 }
@@ -61,14 +51,7 @@ mod tests {
     use super::*;
 
     fn acl(topic: &str, prefixed: bool, operation: AclOperation, allow: bool) -> TopicAcl {
-        TopicAcl {
-            topic: topic.into(),
-            prefixed,
-            principal: "User:alice".into(),
-            host: "*".into(),
-            operation,
-            allow,
-        }
+        TopicAcl { topic: topic.into(), prefixed, principal: "User:alice".into(), host: "*".into(), operation, allow }
     }
 
     fn replicated(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -99,7 +82,11 @@ mod tests {
 
     #[test]
     fn a_prefix_moves_to_the_remote_prefix_only_when_the_naming_keeps_it() {
-        let r = replicated(&[("sales.eu", "us-east.sales.eu"), ("sales.us", "us-east.sales.us"), ("stock", "us-east.stock")]);
+        let r = replicated(&[
+            ("sales.eu", "us-east.sales.eu"),
+            ("sales.us", "us-east.sales.us"),
+            ("stock", "us-east.stock"),
+        ]);
         let got = remote_acls(
             &[acl("sales.", true, AclOperation::Describe, true), acl("hr.", true, AclOperation::Read, true)],
             &r,

@@ -41,7 +41,11 @@ pub struct TopicConfig {
 pub type KeepKey<'a> = dyn FnMut(&str) -> Result<bool, PolicyError> + 'a;
 
 /// The source configs that may follow the source at all.
-fn candidates<'a>(source: &'a [TopicConfig], sync: &TopicConfigSync, keep: &mut KeepKey<'_>) -> Result<Vec<&'a TopicConfig>, PolicyError> {
+fn candidates<'a>(
+    source: &'a [TopicConfig],
+    sync: &TopicConfigSync,
+    keep: &mut KeepKey<'_>,
+) -> Result<Vec<&'a TopicConfig>, PolicyError> {
     let mut out = Vec::new();
     for c in source {
         if c.read_only || c.sensitive || c.origin == Origin::StaticBroker || !sync.keeps(&c.name) {
@@ -56,7 +60,11 @@ fn candidates<'a>(source: &'a [TopicConfig], sync: &TopicConfigSync, keep: &mut 
 
 /// The configs a remote topic is created with: the source's own values (and its defaults with
 /// `use.defaults.from = source`).
-pub fn at_creation(source: &[TopicConfig], sync: &TopicConfigSync, keep: &mut KeepKey<'_>) -> Result<Vec<(String, String)>, PolicyError> {
+pub fn at_creation(
+    source: &[TopicConfig],
+    sync: &TopicConfigSync,
+    keep: &mut KeepKey<'_>,
+) -> Result<Vec<(String, String)>, PolicyError> {
     Ok(candidates(source, sync, keep)?
         .into_iter()
         .filter(|c| c.origin != Origin::Default || sync.defaults_from_source)
@@ -66,7 +74,12 @@ pub fn at_creation(source: &[TopicConfig], sync: &TopicConfigSync, keep: &mut Ke
 
 /// The changes that bring `target` in line with `source`; empty when they agree, so a round
 /// where nothing changed alters nothing.
-pub fn changes(source: &[TopicConfig], target: &[TopicConfig], sync: &TopicConfigSync, keep: &mut KeepKey<'_>) -> Result<Vec<(String, ConfigOp)>, PolicyError> {
+pub fn changes(
+    source: &[TopicConfig],
+    target: &[TopicConfig],
+    sync: &TopicConfigSync,
+    keep: &mut KeepKey<'_>,
+) -> Result<Vec<(String, ConfigOp)>, PolicyError> {
     let mut out = Vec::new();
     for c in candidates(source, sync, keep)? {
         let on_target = target.iter().find(|t| t.name == c.name);
@@ -89,18 +102,13 @@ mod tests {
     use crate::config::Config;
 
     fn sync(extra: &str) -> TopicConfigSync {
-        let text = format!("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\n{extra}");
+        let text =
+            format!("clusters = a, b\na.bootstrap.servers = h\nb.bootstrap.servers = h\na->b.enabled = true\n{extra}");
         Config::parse(&text).unwrap().flows.remove(0).topic_configs
     }
 
     fn entry(name: &str, value: &str, origin: Origin) -> TopicConfig {
-        TopicConfig {
-            name: name.into(),
-            value: Some(value.into()),
-            origin,
-            read_only: false,
-            sensitive: false,
-        }
+        TopicConfig { name: name.into(), value: Some(value.into()), origin, read_only: false, sensitive: false }
     }
 
     fn keep_all() -> impl FnMut(&str) -> Result<bool, PolicyError> {
@@ -115,20 +123,11 @@ mod tests {
             entry("min.insync.replicas", "2", Origin::Topic),
             entry("segment.bytes", "1073741824", Origin::Default),
             entry("log.dirs", "/x", Origin::StaticBroker),
-            TopicConfig {
-                sensitive: true,
-                ..entry("secret", "s", Origin::Topic)
-            },
-            TopicConfig {
-                read_only: true,
-                ..entry("fixed", "f", Origin::Topic)
-            },
+            TopicConfig { sensitive: true, ..entry("secret", "s", Origin::Topic) },
+            TopicConfig { read_only: true, ..entry("fixed", "f", Origin::Topic) },
         ];
         let got = at_creation(&source, &sync(""), &mut keep_all()).unwrap();
-        assert_eq!(
-            got,
-            vec![("cleanup.policy".into(), "compact".into()), ("retention.ms".into(), "123456789".into())]
-        );
+        assert_eq!(got, vec![("cleanup.policy".into(), "compact".into()), ("retention.ms".into(), "123456789".into())]);
         let from_source = at_creation(&source, &sync("use.defaults.from = source\n"), &mut keep_all()).unwrap();
         assert!(from_source.contains(&("segment.bytes".into(), "1073741824".into())), "{from_source:?}");
     }
@@ -136,14 +135,10 @@ mod tests {
     #[test]
     fn a_key_deleted_on_the_source_is_deleted_on_the_target_and_falls_back_to_its_default() {
         // MM2's vector: retention.bytes set, then deleted on the source, ends at -1 on the target.
-        let target = vec![
-            entry("retention.bytes", "1000", Origin::Topic),
-            entry("cleanup.policy", "delete", Origin::Default),
-        ];
-        let source = vec![
-            entry("retention.bytes", "-1", Origin::Default),
-            entry("cleanup.policy", "compact", Origin::Topic),
-        ];
+        let target =
+            vec![entry("retention.bytes", "1000", Origin::Topic), entry("cleanup.policy", "delete", Origin::Default)];
+        let source =
+            vec![entry("retention.bytes", "-1", Origin::Default), entry("cleanup.policy", "compact", Origin::Topic)];
         let ops = changes(&source, &target, &sync(""), &mut keep_all()).unwrap();
         assert_eq!(
             ops,
@@ -152,10 +147,8 @@ mod tests {
                 ("cleanup.policy".into(), ConfigOp::Set("compact".into()))
             ]
         );
-        let settled = vec![
-            entry("retention.bytes", "-1", Origin::Default),
-            entry("cleanup.policy", "compact", Origin::Topic),
-        ];
+        let settled =
+            vec![entry("retention.bytes", "-1", Origin::Default), entry("cleanup.policy", "compact", Origin::Topic)];
         assert!(
             changes(&source, &settled, &sync(""), &mut keep_all()).unwrap().is_empty(),
             "nothing to do once they agree"

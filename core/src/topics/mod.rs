@@ -18,8 +18,8 @@ use rdkafka::Offset;
 use crate::cluster::{AdminError, ClusterAdmin, ClusterError, Ensured, TopicSpec};
 use crate::config::{FlowConfig, TopicConfigSync, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TasksIdle, TopicCreated, TopicDeleted};
-use crate::offsets::store::Positions;
 use crate::group::Tasks;
+use crate::offsets::store::Positions;
 use crate::offsets::{Run, SlotId};
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy, WasmFilters};
@@ -183,7 +183,9 @@ impl Discovery {
                 Ok(true) => wanted.push((t, *n)),
                 Ok(false) => {}
                 // A filter that fails holds back its topic only, until a later round.
-                Err(e) if e.is_filter() => FlowRetrying { flow: &self.flow, what: &format!("topic `{t}` not replicated yet: {e}") }.emit(),
+                Err(e) if e.is_filter() => {
+                    FlowRetrying { flow: &self.flow, what: &format!("topic `{t}` not replicated yet: {e}") }.emit()
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -203,7 +205,11 @@ impl Discovery {
                                 failure = Some(e);
                                 break;
                             }
-                            Err(e) => FlowRetrying { flow: &self.flow, what: &format!("topic `{topic}` not replicated yet: {e}") }.emit(),
+                            Err(e) => FlowRetrying {
+                                flow: &self.flow,
+                                what: &format!("topic `{topic}` not replicated yet: {e}"),
+                            }
+                            .emit(),
                         }
                     }
                 }
@@ -251,7 +257,13 @@ impl Discovery {
     }
 
     /// Creates or grows the remote topic of `topic` and adds slots for its new partitions.
-    fn prepare(&mut self, topic: &str, partitions: i32, target_topics: &HashMap<String, i32>, new: &mut Vec<NewPartition>) -> Result<(), DiscoveryError> {
+    fn prepare(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        target_topics: &HashMap<String, i32>,
+        new: &mut Vec<NewPartition>,
+    ) -> Result<(), DiscoveryError> {
         let remote = self.policy.format_remote_topic(&self.source_alias, topic)?;
         let existing = target_topics.get(&remote).copied();
         // A remote topic is created with the source's configs, so a compacted topic is compacted
@@ -278,7 +290,8 @@ impl Discovery {
                         Some(n) if partition < n => watermarks(&self.target, &self.target_alias, &remote, partition)?.1,
                         _ => 0,
                     };
-                    let (offset, first) = if self.from_latest { (Offset::Offset(end), end) } else { (Offset::Beginning, low) };
+                    let (offset, first) =
+                        if self.from_latest { (Offset::Offset(end), end) } else { (Offset::Beginning, low) };
                     (offset, Some(first), Some(Run { upstream: first, downstream: landing, len: 0 }))
                 }
             };
@@ -286,7 +299,9 @@ impl Discovery {
         }
         match self.target.ensure_topic(&spec, existing)? {
             Ensured::Created => TopicCreated { flow: &self.flow, topic: &remote, partitions }.emit(),
-            Ensured::Grown { from } => PartitionsAdded { flow: &self.flow, topic: &remote, from, to: partitions }.emit(),
+            Ensured::Grown { from } => {
+                PartitionsAdded { flow: &self.flow, topic: &remote, from, to: partitions }.emit()
+            }
             Ensured::Unchanged => {}
         }
         let source_topic: Arc<str> = Arc::from(topic);

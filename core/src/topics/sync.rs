@@ -45,7 +45,9 @@ pub enum SyncError {
     #[error(transparent)]
     Policy(#[from] PolicyError),
     /// The source did not describe a topic's configs.
-    #[error("cannot read the configs of source topic `{topic}` ({reason}); grant strait's principal DESCRIBE_CONFIGS on it")]
+    #[error(
+        "cannot read the configs of source topic `{topic}` ({reason}); grant strait's principal DESCRIBE_CONFIGS on it"
+    )]
     Describe {
         /// The source topic.
         topic: String,
@@ -78,23 +80,18 @@ fn converted(entries: Vec<ConfigEntry>) -> Vec<TopicConfig> {
 
 /// The configs the remote topic of `topic` is created with (`config.properties.exclude`,
 /// `use.defaults.from` and the policy's `filters.topic-config` applied).
-pub fn creation_configs(source: &ClusterAdmin, topic: &str, sync: &TopicConfigSync, filters: &WasmFilters) -> Result<Vec<(String, String)>, SyncError> {
+pub fn creation_configs(
+    source: &ClusterAdmin,
+    topic: &str,
+    sync: &TopicConfigSync,
+    filters: &WasmFilters,
+) -> Result<Vec<(String, String)>, SyncError> {
     // A topic created without its configs would be a delete-policy copy of a compacted topic:
     // no configs, no topic (this round).
     let entries = match source.topic_configs(&[topic])?.remove(topic) {
         Some(Ok(entries)) => converted(entries),
-        Some(Err(reason)) => {
-            return Err(SyncError::Describe {
-                topic: topic.to_string(),
-                reason,
-            })
-        }
-        None => {
-            return Err(SyncError::Describe {
-                topic: topic.to_string(),
-                reason: "no answer".into(),
-            })
-        }
+        Some(Err(reason)) => return Err(SyncError::Describe { topic: topic.to_string(), reason }),
+        None => return Err(SyncError::Describe { topic: topic.to_string(), reason: "no answer".into() }),
     };
     Ok(at_creation(&entries, sync, &mut |key| filters.topic_config(key))?)
 }
@@ -139,11 +136,9 @@ impl TopicSync {
             {
                 Ok(true) => altered += 1,
                 Ok(false) => {}
-                Err(e) => FlowRetrying {
-                    flow: &self.flow,
-                    what: &format!("topic config sync of `{remote}`: {e}"),
+                Err(e) => {
+                    FlowRetrying { flow: &self.flow, what: &format!("topic config sync of `{remote}`: {e}") }.emit()
                 }
-                .emit(),
             }
         }
         Ok(altered)
@@ -157,12 +152,7 @@ impl TopicSync {
         }
         self.target.alter_topic_configs(remote, &ops)?;
         let keys: Vec<&str> = ops.iter().map(|(k, _)| k.as_str()).collect();
-        TopicConfigsSynced {
-            flow: &self.flow,
-            topic: remote,
-            keys: &keys.join(", "),
-        }
-        .emit();
+        TopicConfigsSynced { flow: &self.flow, topic: remote, keys: &keys.join(", ") }.emit();
         Ok(true)
     }
 
@@ -176,11 +166,7 @@ impl TopicSync {
         let missing: Vec<_> = wanted.into_iter().filter(|a| !existing.contains(a)).collect();
         if !missing.is_empty() {
             self.target.create_topic_acls(&missing)?;
-            TopicAclsSynced {
-                flow: &self.flow,
-                created: missing.len(),
-            }
-            .emit();
+            TopicAclsSynced { flow: &self.flow, created: missing.len() }.emit();
         }
         Ok(missing.len())
     }
@@ -191,29 +177,17 @@ impl Periodic for TopicSync {
         let now = Instant::now();
         if let Some(interval) = self.configs.interval.filter(|_| now >= self.next.0) {
             if let Err(e) = self.sync_configs() {
-                FlowRetrying {
-                    flow: &self.flow,
-                    what: &format!("topic config sync: {e}"),
-                }
-                .emit();
+                FlowRetrying { flow: &self.flow, what: &format!("topic config sync: {e}") }.emit();
             }
             self.next.0 = Instant::now() + interval;
         }
         if let Some(interval) = self.acls.filter(|_| now >= self.next.1) {
             match self.sync_acls() {
                 Err(e) if e.to_string().contains("SECURITY_DISABLED") => {
-                    AclSyncUnavailable {
-                        flow: &self.flow,
-                        reason: &e.to_string(),
-                    }
-                    .emit();
+                    AclSyncUnavailable { flow: &self.flow, reason: &e.to_string() }.emit();
                     self.acls = None;
                 }
-                Err(e) => FlowRetrying {
-                    flow: &self.flow,
-                    what: &format!("topic ACL sync: {e}"),
-                }
-                .emit(),
+                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("topic ACL sync: {e}") }.emit(),
                 Ok(_) => {}
             }
             self.next.1 = Instant::now() + interval;

@@ -24,7 +24,11 @@ struct Settings {
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
 /// Decides the verdict for a batch; plain Rust so it is tested on the host.
-pub fn decide(batch: &packed::View<'_>, drop_header: &str, mask_field: Option<&str>) -> (Vec<u32>, Vec<(u32, Vec<u8>)>) {
+pub fn decide(
+    batch: &packed::View<'_>,
+    drop_header: &str,
+    mask_field: Option<&str>,
+) -> (Vec<u32>, Vec<(u32, Vec<u8>)>) {
     let mut drop = Vec::new();
     let mut masked = Vec::new();
     for i in 0..batch.len() {
@@ -90,7 +94,10 @@ impl lifecycle::Guest for HeaderFilter {
         if drop_header.is_empty() {
             return Err("replication.policy.header-filter.drop.header must not be empty".into());
         }
-        let _ = SETTINGS.set(Settings { drop_header, mask_field: get("replication.policy.header-filter.mask.field").filter(|f| !f.is_empty()) });
+        let _ = SETTINGS.set(Settings {
+            drop_header,
+            mask_field: get("replication.policy.header-filter.mask.field").filter(|f| !f.is_empty()),
+        });
         Ok(())
     }
 
@@ -106,7 +113,14 @@ impl records::Guest for HeaderFilter {
         let (drop, masked) = decide(&view, &settings.drop_header, settings.mask_field.as_deref());
         let edits = masked
             .into_iter()
-            .map(|(position, value)| Edit { position, key: None, value: Some(Some(value)), headers: None, timestamp: None, topic: None })
+            .map(|(position, value)| Edit {
+                position,
+                key: None,
+                value: Some(Some(value)),
+                headers: None,
+                timestamp: None,
+                topic: None,
+            })
             .collect();
         Ok(Verdict { drop, edits })
     }

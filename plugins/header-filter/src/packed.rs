@@ -48,7 +48,12 @@ impl<'a> View<'a> {
             let (klen, r) = read_u32(rest)?;
             let (key, r) = r.split_at_checked(klen as usize)?;
             let (vlen, r) = read_u32(r)?;
-            let (value, r) = if vlen == NULL { (None, r) } else { let (v, r) = r.split_at_checked(vlen as usize)?; (Some(v), r) };
+            let (value, r) = if vlen == NULL {
+                (None, r)
+            } else {
+                let (v, r) = r.split_at_checked(vlen as usize)?;
+                (Some(v), r)
+            };
             rest = r;
             Some((key, value))
         })

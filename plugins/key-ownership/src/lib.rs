@@ -40,14 +40,16 @@ impl Ownership {
         let get = |key: &str| properties.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
         let mut o = Ownership::default();
         for pair in get(PREFIXES).unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (prefix, alias) = pair.split_once('=').ok_or_else(|| format!("{PREFIXES}: `{pair}` is not `prefix=alias`"))?;
+            let (prefix, alias) =
+                pair.split_once('=').ok_or_else(|| format!("{PREFIXES}: `{pair}` is not `prefix=alias`"))?;
             if alias.trim().is_empty() {
                 return Err(format!("{PREFIXES}: `{pair}` names no cluster alias"));
             }
             o.prefixes.push((prefix.trim().as_bytes().to_vec(), alias.trim().to_string()));
         }
         o.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-        o.hash = get(HASH).unwrap_or("").split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
+        o.hash =
+            get(HASH).unwrap_or("").split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect();
         if o.prefixes.is_empty() && o.hash.is_empty() {
             return Err(format!("key ownership needs `{PREFIXES}` or `{HASH}` (e.g. `{HASH} = us-east, us-west`)"));
         }

@@ -16,7 +16,10 @@ struct Misbehave;
 
 impl lifecycle::Guest for Misbehave {
     fn init(_source: String, _target: String, properties: Vec<Property>) -> Result<(), String> {
-        let mode = properties.iter().find(|p| p.key == "replication.policy.misbehave.mode").map_or(String::new(), |p| p.value.clone());
+        let mode = properties
+            .iter()
+            .find(|p| p.key == "replication.policy.misbehave.mode")
+            .map_or(String::new(), |p| p.value.clone());
         if mode == "refuse" {
             return Err("this flow is refused on purpose".into());
         }
@@ -51,7 +54,14 @@ impl records::Guest for Misbehave {
             Some(mode) if mode.starts_with("route:") => {
                 let topic = mode["route:".len()..].to_string();
                 let edits = (0..records.timestamps.len() as u32)
-                    .map(|position| Edit { position, key: None, value: None, headers: None, timestamp: None, topic: Some(topic.clone()) })
+                    .map(|position| Edit {
+                        position,
+                        key: None,
+                        value: None,
+                        headers: None,
+                        timestamp: None,
+                        topic: Some(topic.clone()),
+                    })
                     .collect();
                 Ok(Verdict { drop: Vec::new(), edits })
             }

@@ -33,8 +33,12 @@ pub fn offset_syncs_topic(sep: &str, alias: &str) -> String {
 /// MM2 `isInternalTopic`: Kafka's (`__*`, `.*`), Connect's and MM2's (`*.internal`,
 /// `*-internal`, checkpoints) topics.
 pub fn is_internal_topic(sep: &str, topic: &str) -> bool {
-    let mm2 = (topic.starts_with("mm2") && topic.ends_with("internal")) || topic.ends_with(&format!("{sep}checkpoints.internal"));
-    mm2 || topic.starts_with("__") || topic.starts_with('.') || topic.ends_with("-internal") || topic.ends_with(".internal")
+    let mm2 = (topic.starts_with("mm2") && topic.ends_with("internal"))
+        || topic.ends_with(&format!("{sep}checkpoints.internal"));
+    mm2 || topic.starts_with("__")
+        || topic.starts_with('.')
+        || topic.ends_with("-internal")
+        || topic.ends_with(".internal")
 }
 
 #[cfg(test)]
@@ -51,7 +55,9 @@ mod tests {
         assert_eq!(upstream_topic("__", "a__t.x").as_deref(), Some("t.x"));
         assert_eq!(checkpoints_topic(".", "us-east"), "us-east.checkpoints.internal");
         assert_eq!(offset_syncs_topic(".", "us-east"), "mm2-offset-syncs.us-east.internal");
-        for t in ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden", "a.checkpoints.internal"] {
+        for t in
+            ["__consumer_offsets", "mm2-offsets.a.internal", "connect-internal", ".hidden", "a.checkpoints.internal"]
+        {
             assert!(is_internal_topic(".", t), "{t}");
         }
         assert!(!is_internal_topic(".", "heartbeats"));

@@ -58,14 +58,9 @@ impl Convention {
             Some(list) => prefix_list(GROUP_PREFIXES, list)?,
             None => topic_prefixes.clone(),
         };
-        let drop_config = Some(get(DROP_CONFIG).unwrap_or(DEFAULT_DROP_CONFIG).trim())
-            .filter(|k| !k.is_empty())
-            .map(String::from);
-        Ok(Convention {
-            topic_prefixes,
-            group_prefixes,
-            drop_config,
-        })
+        let drop_config =
+            Some(get(DROP_CONFIG).unwrap_or(DEFAULT_DROP_CONFIG).trim()).filter(|k| !k.is_empty()).map(String::from);
+        Ok(Convention { topic_prefixes, group_prefixes, drop_config })
     }
 
     /// `filters.topic`: whether the source topic is replicated.

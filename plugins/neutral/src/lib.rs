@@ -38,7 +38,10 @@ macro_rules! neutral_records {
 macro_rules! neutral_conflicts {
     ($policy:ty) => {
         impl exports::strait::policy::conflicts::Guest for $policy {
-            fn resolve(_arriving: strait::policy::types::Incoming, _known: Option<strait::policy::types::KeyState>) -> bool {
+            fn resolve(
+                _arriving: strait::policy::types::Incoming,
+                _known: Option<strait::policy::types::KeyState>,
+            ) -> bool {
                 true
             }
         }

@@ -13,7 +13,9 @@ impl Supervisor {
         let changed: Vec<String> = self
             .flows
             .iter()
-            .filter(|(_, f)| matches!(&f.state, State::Parked { plugin: Some((path, at)), .. } if modified(path) != *at))
+            .filter(
+                |(_, f)| matches!(&f.state, State::Parked { plugin: Some((path, at)), .. } if modified(path) != *at),
+            )
             .map(|(n, _)| n.clone())
             .collect();
         for name in changed {
@@ -41,11 +43,7 @@ impl Supervisor {
                 c
             }
             Err(e) => {
-                ConfigReloadRefused {
-                    path: &shown,
-                    reason: &e.to_string(),
-                }
-                .emit();
+                ConfigReloadRefused { path: &shown, reason: &e.to_string() }.emit();
                 return;
             }
         };
@@ -61,7 +59,8 @@ impl Supervisor {
         let new = Arc::new(new);
         let deadline = Instant::now() + new.shutdown_timeout;
         let (mut added, mut removed, mut changed) = (0, 0, 0);
-        let gone: Vec<String> = self.flows.keys().filter(|n| !new.flows.iter().any(|f| &f.name() == *n)).cloned().collect();
+        let gone: Vec<String> =
+            self.flows.keys().filter(|n| !new.flows.iter().any(|f| &f.name() == *n)).cloned().collect();
         let old_config = std::mem::replace(&mut self.config, new.clone());
         for name in gone {
             removed += 1;
@@ -82,7 +81,9 @@ impl Supervisor {
                     f.backoff = Backoff::default();
                     // Other settings are another replicator: leave the old group, join the one
                     // of the new settings, and start once it says which tasks are ours.
-                    if let Some(old) = f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout)) {
+                    if let Some(old) =
+                        f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout))
+                    {
                         if f.state.active() {
                             // Left once the flow stopped, or its last positions would be refused.
                             f.retiring.push(old);
@@ -102,12 +103,6 @@ impl Supervisor {
             }
         }
         drop(old_config);
-        ConfigReloaded {
-            path: &shown,
-            added,
-            removed,
-            changed,
-        }
-        .emit();
+        ConfigReloaded { path: &shown, added, removed, changed }.emit();
     }
 }

@@ -115,10 +115,7 @@ pub struct Ledger {
 impl Ledger {
     /// An empty ledger; `offset_lag_max` turns on MM2's offset-sync rule with that lag.
     pub fn new(offset_lag_max: Option<i64>) -> Self {
-        Self {
-            offset_lag_max,
-            ..Self::default()
-        }
+        Self { offset_lag_max, ..Self::default() }
     }
 
     fn entry(&mut self, slot: SlotId) -> &mut Entry {
@@ -209,13 +206,7 @@ impl Ledger {
         let due = p.sync.as_mut().is_some_and(|rule| rule.update(offset.0, landed.0));
         let closed = p.runs.acked(offset.0, landed.0);
         if due {
-            self.syncs.push((
-                slot,
-                OffsetSync {
-                    upstream: offset.0,
-                    downstream: landed.0,
-                },
-            ));
+            self.syncs.push((slot, OffsetSync { upstream: offset.0, downstream: landed.0 }));
         }
         if let Some(run) = closed {
             self.closed.push((slot, run));
@@ -259,7 +250,8 @@ impl Ledger {
     /// order they closed; then a position for every slot whose position moved, with the slot's
     /// open run; then tombstones of retired slots.
     pub fn take_writes(&mut self) -> Vec<PositionWrite> {
-        let mut writes: Vec<PositionWrite> = self.closed.drain(..).map(|(slot, run)| PositionWrite::ClosedRun { slot, run }).collect();
+        let mut writes: Vec<PositionWrite> =
+            self.closed.drain(..).map(|(slot, run)| PositionWrite::ClosedRun { slot, run }).collect();
         for (i, entry) in self.slots.iter_mut().enumerate() {
             let Entry::Live(p) = entry else { continue };
             for (_, next) in p.progress.take_changed() {

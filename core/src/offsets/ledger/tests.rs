@@ -12,11 +12,7 @@ fn run(upstream: i64, downstream: i64, len: i64) -> Run {
 }
 
 fn position(slot: SlotId, next: i64, open: Option<Run>) -> PositionWrite {
-    PositionWrite::Position {
-        slot,
-        next: SourceOffset(next),
-        open,
-    }
+    PositionWrite::Position { slot, next: SourceOffset(next), open }
 }
 
 /// Sends `offsets` of `slot` and acknowledges each at `landed = offset + shift`.
@@ -41,14 +37,7 @@ fn a_refused_record_holds_the_position_before_it() {
     l.acked(0, SourceOffset(2), Some(TargetOffset(101)));
     l.skipped_through(0, SourceOffset(5));
     assert_eq!(l.position(0), Some(SourceOffset(1)));
-    assert_eq!(
-        l.refusal(),
-        Some(&Refusal {
-            slot: 0,
-            offset: SourceOffset(1),
-            reason: "too large".into()
-        })
-    );
+    assert_eq!(l.refusal(), Some(&Refusal { slot: 0, offset: SourceOffset(1), reason: "too large".into() }));
     assert_eq!(l.in_flight(), 3, "the refused record and what completed behind it");
     assert_eq!(
         l.take_writes(),
@@ -153,20 +142,8 @@ fn offset_syncs_follow_mm2s_rule_in_ack_order() {
         l.take_syncs(),
         vec![
             (0, OffsetSync { upstream: 0, downstream: 1000 }),
-            (
-                0,
-                OffsetSync {
-                    upstream: 11,
-                    downstream: 1011
-                }
-            ),
-            (
-                0,
-                OffsetSync {
-                    upstream: 22,
-                    downstream: 1022
-                }
-            ),
+            (0, OffsetSync { upstream: 11, downstream: 1011 }),
+            (0, OffsetSync { upstream: 22, downstream: 1022 }),
             (1, OffsetSync { upstream: 0, downstream: 0 }),
         ]
     );
@@ -239,11 +216,7 @@ fn a_lost_write_rewrites_every_known_position_and_tombstone() {
     l.write_failed();
     assert_eq!(
         l.take_writes(),
-        vec![
-            position(0, 2, Some(run(0, 0, 2))),
-            position(2, 1, Some(run(0, 0, 1))),
-            PositionWrite::Forget { slot: 1 }
-        ]
+        vec![position(0, 2, Some(run(0, 0, 2))), position(2, 1, Some(run(0, 0, 1))), PositionWrite::Forget { slot: 1 }]
     );
     assert_eq!(l.take_writes(), vec![]);
 }
@@ -256,22 +229,14 @@ fn a_retired_slot_is_forgotten_once_and_never_positioned_again() {
     l.sent(0, SourceOffset(3));
     l.retire(0);
     l.retire(0);
-    assert_eq!(
-        l.take_writes(),
-        vec![PositionWrite::Forget { slot: 0 }],
-        "its closed run and position died with it"
-    );
+    assert_eq!(l.take_writes(), vec![PositionWrite::Forget { slot: 0 }], "its closed run and position died with it");
     assert_eq!(l.take_syncs(), vec![]);
     l.acked(0, SourceOffset(3), Some(TargetOffset(11)));
     l.refused(0, SourceOffset(4), "unknown topic".into());
     l.sent(0, SourceOffset(5));
     l.start_at(0, SourceOffset(9));
     l.write_failed();
-    assert_eq!(
-        l.take_writes(),
-        vec![PositionWrite::Forget { slot: 0 }],
-        "a lost tombstone is rewritten, nothing else"
-    );
+    assert_eq!(l.take_writes(), vec![PositionWrite::Forget { slot: 0 }], "a lost tombstone is rewritten, nothing else");
     assert_eq!(l.position(0), None);
     assert_eq!(l.refusal(), None);
     assert_eq!(l.in_flight(), 0);
@@ -281,11 +246,7 @@ fn a_retired_slot_is_forgotten_once_and_never_positioned_again() {
 fn a_slot_never_named_can_be_retired() {
     let mut l = Ledger::new(None);
     l.retire(6);
-    assert_eq!(
-        l.take_writes(),
-        vec![PositionWrite::Forget { slot: 6 }],
-        "a previous lifetime may have stored it"
-    );
+    assert_eq!(l.take_writes(), vec![PositionWrite::Forget { slot: 6 }], "a previous lifetime may have stored it");
 }
 
 // Generated histories.
@@ -556,13 +517,7 @@ impl World {
                 if live {
                     self.acked_now[s].push((offset, target));
                     if self.rules[s].as_mut().is_some_and(|r| r.update(offset, target)) {
-                        self.expected_syncs.push((
-                            s as SlotId,
-                            OffsetSync {
-                                upstream: offset,
-                                downstream: target,
-                            },
-                        ));
+                        self.expected_syncs.push((s as SlotId, OffsetSync { upstream: offset, downstream: target }));
                     }
                 }
                 self.outstanding[s].remove(&offset);
@@ -603,7 +558,10 @@ impl World {
                     prop_assert!(!self.retired[s], "invariant 4: position of retired slot {s}");
                     prop_assert!(positioned.insert(s), "two positions for slot {s}");
                     if let Some(&first) = self.outstanding[s].first() {
-                        prop_assert!(next.0 <= first, "invariant 1: slot {s} stored {next:?} past unacknowledged {first}");
+                        prop_assert!(
+                            next.0 <= first,
+                            "invariant 1: slot {s} stored {next:?} past unacknowledged {first}"
+                        );
                     }
                     prop_assert!(
                         self.written[s] <= Some(next),

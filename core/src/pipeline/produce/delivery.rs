@@ -37,10 +37,7 @@ pub struct Deliveries {
 impl Deliveries {
     /// The state of one flow; `offset_lag_max` turns on MM2's offset-sync rule.
     pub fn new(offset_lag_max: Option<i64>) -> Arc<Self> {
-        let state = DeliveryState {
-            ledger: Ledger::new(offset_lag_max),
-            ..DeliveryState::default()
-        };
+        let state = DeliveryState { ledger: Ledger::new(offset_lag_max), ..DeliveryState::default() };
         Arc::new(Self { state: Mutex::new(state) })
     }
 

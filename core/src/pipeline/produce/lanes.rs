@@ -50,31 +50,14 @@ pub struct Lanes {
 impl Lanes {
     /// At-least-once: every record goes through `producer`.
     pub fn single(producer: TargetProducer) -> Self {
-        Self {
-            lanes: vec![Lane {
-                producer,
-                task: 0,
-                committed: false,
-            }],
-            tasks: None,
-        }
+        Self { lanes: vec![Lane { producer, task: 0, committed: false }], tasks: None }
     }
 
     /// Exactly-once: one transactional producer per owned task, each already past
     /// `init_transactions`.
     pub fn transactional(producers: Vec<(u32, TargetProducer)>, tasks: u32) -> Self {
-        let lanes = producers
-            .into_iter()
-            .map(|(task, producer)| Lane {
-                producer,
-                task,
-                committed: false,
-            })
-            .collect();
-        Self {
-            lanes,
-            tasks: Some(tasks.max(1)),
-        }
+        let lanes = producers.into_iter().map(|(task, producer)| Lane { producer, task, committed: false }).collect();
+        Self { lanes, tasks: Some(tasks.max(1)) }
     }
 
     /// Whether records and positions are written in transactions.

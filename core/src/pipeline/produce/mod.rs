@@ -18,22 +18,22 @@ use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::doorbell::Doorbell;
 use super::batch::{Batch, Record};
+use super::doorbell::Doorbell;
 use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
 use super::{FlowError, Slots};
 use crate::cluster::ControlProducer;
 use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected, TransactionsCommitted};
-use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::mm2::OffsetSync;
+use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::{PositionWrite, SlotId, SourceOffset};
 
 pub use delivery::{Deliveries, DeliveryContext};
 pub use in_flight::{InFlight, Sent, Ticket, POSITION_TICKET};
 pub use lanes::{transactional_id, Lanes, TargetProducer};
-pub use positions::PositionWriter;
 use positions::Outcome;
+pub use positions::PositionWriter;
 
 /// Everything the produce thread needs.
 pub struct ProduceStage {
@@ -213,7 +213,10 @@ impl ProduceTask {
             let began = match self.transaction.began {
                 Some(at) => at,
                 None => {
-                    self.stage.lanes.begin().map_err(|e| Halt::Failed(self.stage.transaction_error("beginning a transaction", e)))?;
+                    self.stage
+                        .lanes
+                        .begin()
+                        .map_err(|e| Halt::Failed(self.stage.transaction_error("beginning a transaction", e)))?;
                     *self.transaction.began.insert(Instant::now())
                 }
             };
@@ -283,13 +286,20 @@ impl ProduceTask {
             }
             Outcome::Failed(e) => {
                 self.unconfirmed = Unconfirmed::default();
-                FlowRetrying { flow: &self.stage.flow, what: &format!("positions not stored ({e}); they are written again while this process owns them") }.emit();
+                FlowRetrying {
+                    flow: &self.stage.flow,
+                    what: &format!("positions not stored ({e}); they are written again while this process owns them"),
+                }
+                .emit();
                 self.stage.deliveries.state().ledger.write_failed();
                 Ok(false)
             }
             Outcome::Broken(e) => {
                 self.stage.deliveries.state().ledger.write_failed();
-                Err(FlowError::Transaction { flow: self.stage.flow.clone(), what: format!("the position writer failed ({e})") })
+                Err(FlowError::Transaction {
+                    flow: self.stage.flow.clone(),
+                    what: format!("the position writer failed ({e})"),
+                })
             }
         }
     }
@@ -302,7 +312,10 @@ impl ProduceTask {
             return Ok(Step::Idle);
         }
         if let Some(e) = &self.transaction.unwritable {
-            return Err(Halt::Failed(FlowError::Transaction { flow: self.stage.flow.clone(), what: format!("a position write failed ({e})") }));
+            return Err(Halt::Failed(FlowError::Transaction {
+                flow: self.stage.flow.clone(),
+                what: format!("a position write failed ({e})"),
+            }));
         }
         let Some(commit) = self.transaction.committing.as_mut() else { return Ok(Step::Idle) };
         if !commit.positions_queued {
@@ -329,7 +342,11 @@ impl ProduceTask {
         let now = Instant::now();
         // Most of the time goes to acknowledgements; the rest to storing the positions they reach.
         let window = deadline.saturating_duration_since(now);
-        self.draining = Some(Drain { records_until: now + window.mul_f32(0.7), positions_until: deadline, positions_queued: false });
+        self.draining = Some(Drain {
+            records_until: now + window.mul_f32(0.7),
+            positions_until: deadline,
+            positions_queued: false,
+        });
         self.sending = None;
     }
 
@@ -346,7 +363,8 @@ impl ProduceTask {
                 Ok(true) => return Ok(Step::Idle),
                 Ok(false) => {}
                 Err(e) => {
-                    FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }.emit();
+                    FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }
+                        .emit();
                     return Ok(Step::Finished);
                 }
             }
@@ -374,13 +392,18 @@ impl ProduceTask {
         let writing = match self.writer_outcome(wait.min(COMMIT_WAIT)) {
             Ok(writing) => writing,
             Err(e) => {
-                FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }.emit();
+                FlowRetrying { flow: &self.stage.flow, what: &format!("stopping without storing positions: {e}") }
+                    .emit();
                 return Ok(Step::Finished);
             }
         };
         let stored = self.send_unstored() && self.stage.lanes.in_flight() == 0 && !writing;
         if transactional && self.transaction.unwritable.is_some() {
-            FlowRetrying { flow: &self.stage.flow, what: "stopping with a transaction that lost a position write; the flow resumes at its last commit" }.emit();
+            FlowRetrying {
+                flow: &self.stage.flow,
+                what: "stopping with a transaction that lost a position write; the flow resumes at its last commit",
+            }
+            .emit();
             return Ok(Step::Finished);
         }
         let done = stored
@@ -447,7 +470,11 @@ impl ProduceTask {
                     let record = match write {
                         PositionWrite::ClosedRun { slot, run } => slots.get(slot as usize).map(|s| {
                             runs += 1;
-                            let r = (s.partition, encode_run_key(&s.source_topic, s.partition, run.upstream), Some(encode_run_value(run)));
+                            let r = (
+                                s.partition,
+                                encode_run_key(&s.source_topic, s.partition, run.upstream),
+                                Some(encode_run_value(run)),
+                            );
                             mapping_bytes += r.1.len() + r.2.as_ref().map_or(0, Vec::len);
                             r
                         }),
@@ -455,12 +482,20 @@ impl ProduceTask {
                             partitions += 1;
                             // The open run adds three INT64s to a record written anyway.
                             mapping_bytes += if open.is_some() { 24 } else { 0 };
-                            (s.partition, encode_key(&s.source_topic, s.partition), Some(encode_value(Stored { next: next.0, open })))
+                            (
+                                s.partition,
+                                encode_key(&s.source_topic, s.partition),
+                                Some(encode_value(Stored { next: next.0, open })),
+                            )
                         }),
-                        PositionWrite::Forget { slot } => slots.get(slot as usize).map(|s| (s.partition, encode_key(&s.source_topic, s.partition), None)),
+                        PositionWrite::Forget { slot } => slots
+                            .get(slot as usize)
+                            .map(|s| (s.partition, encode_key(&s.source_topic, s.partition), None)),
                     };
                     // A position goes with the records it covers: through their lane.
-                    self.unstored.extend(record.and_then(|(partition, key, value)| Some((lanes.lane_of(partition)?, key, value))));
+                    self.unstored.extend(
+                        record.and_then(|(partition, key, value)| Some((lanes.lane_of(partition)?, key, value))),
+                    );
                 }
                 drop(slots);
                 self.unconfirmed.partitions += partitions;
@@ -483,7 +518,13 @@ impl ProduceTask {
     fn stored(&mut self) {
         let u = std::mem::take(&mut self.unconfirmed);
         if u.partitions + u.runs > 0 {
-            PositionsStored { flow: &self.stage.flow, partitions: u.partitions, runs: u.runs, mapping_bytes: u.mapping_bytes }.emit();
+            PositionsStored {
+                flow: &self.stage.flow,
+                partitions: u.partitions,
+                runs: u.runs,
+                mapping_bytes: u.mapping_bytes,
+            }
+            .emit();
         }
     }
 
@@ -506,7 +547,11 @@ impl ProduceTask {
                     return true;
                 }
                 Err((e, _)) => {
-                    FlowRetrying { flow: &self.stage.flow, what: &format!("a position write failed ({e}); rewriting positions") }.emit();
+                    FlowRetrying {
+                        flow: &self.stage.flow,
+                        what: &format!("a position write failed ({e}); rewriting positions"),
+                    }
+                    .emit();
                     self.unstored.clear();
                     self.stage.deliveries.state().ledger.write_failed();
                     return true;
@@ -600,7 +645,16 @@ impl ProduceStage {
             for r in &batch.records {
                 state.ledger.sent(r.slot, SourceOffset(r.offset));
                 let ticket = destinations.iter().position(|(id, ..)| *id == r.slot).map(|d| {
-                    (state.in_flight.issue(Sent { slot: r.slot, offset: r.offset, timestamp: r.timestamp, bytes: batch.size(r), routed: r.route.is_some() }), d)
+                    (
+                        state.in_flight.issue(Sent {
+                            slot: r.slot,
+                            offset: r.offset,
+                            timestamp: r.timestamp,
+                            bytes: batch.size(r),
+                            routed: r.route.is_some(),
+                        }),
+                        d,
+                    )
                 });
                 tickets.push(ticket);
             }
@@ -610,7 +664,12 @@ impl ProduceStage {
 
     /// Hands the rest of a batch to the producer; `false` when its queue is full (that is the
     /// back-pressure) or a just-created topic is not in its metadata yet, to resume later.
-    fn send_from(&self, s: &mut Sending, wait: Duration, metadata_asked: &mut Option<Instant>) -> Result<bool, (Refused, Option<RDKafkaErrorCode>)> {
+    fn send_from(
+        &self,
+        s: &mut Sending,
+        wait: Duration,
+        metadata_asked: &mut Option<Instant>,
+    ) -> Result<bool, (Refused, Option<RDKafkaErrorCode>)> {
         while let Some(record) = s.batch.records.get(s.next) {
             let Some(&Some((ticket, d))) = s.tickets.get(s.next) else {
                 s.next += 1;
@@ -634,16 +693,28 @@ impl ProduceStage {
                     self.poll(wait.min(Duration::from_millis(20)));
                     return Ok(false);
                 }
-                Err((KafkaError::MessageProduction(code @ (RDKafkaErrorCode::UnknownPartition | RDKafkaErrorCode::UnknownTopic)), back)) => {
+                Err((
+                    KafkaError::MessageProduction(
+                        code @ (RDKafkaErrorCode::UnknownPartition | RDKafkaErrorCode::UnknownTopic),
+                    ),
+                    back,
+                )) => {
                     if *s.metadata_deadline.get_or_insert_with(|| Instant::now() + METADATA_WAIT) <= Instant::now() {
                         self.deliveries.state().in_flight.settle(ticket);
-                        return Err(refused(format!("{} is not in the producer's metadata ({code})", back.topic), Some(code)));
+                        return Err(refused(
+                            format!("{} is not in the producer's metadata ({code})", back.topic),
+                            Some(code),
+                        ));
                     }
                     // A metadata request refreshes librdkafka's cache for this topic.
                     if metadata_asked.is_none_or(|at| at.elapsed() >= METADATA_ASK_EVERY) {
                         *metadata_asked = Some(Instant::now());
                         if producer.client().fetch_metadata(Some(back.topic), METADATA_ASK_WAIT).is_err() {
-                            FlowRetrying { flow: &self.flow, what: &format!("waiting for {} metadata ({code})", back.topic) }.emit();
+                            FlowRetrying {
+                                flow: &self.flow,
+                                what: &format!("waiting for {} metadata ({code})", back.topic),
+                            }
+                            .emit();
                         }
                     }
                     self.poll(wait.min(Duration::from_millis(100)));
@@ -709,7 +780,11 @@ impl ProduceStage {
             match state.ledger.refusal() {
                 Some(r) => (r.clone(), state.refused_code),
                 None => {
-                    return FlowError::Thread { flow: self.flow.clone(), stage: "produce", what: "stopped on a refusal it could not report".into() };
+                    return FlowError::Thread {
+                        flow: self.flow.clone(),
+                        stage: "produce",
+                        what: "stopped on a refusal it could not report".into(),
+                    };
                 }
             }
         };
@@ -721,12 +796,19 @@ impl ProduceStage {
         RecordRejected { flow: &self.flow, topic: &topic, partition, offset: r.offset.0, reason: &r.reason }.emit();
         let permanent = matches!(
             code,
-            Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidRecord | RDKafkaErrorCode::TopicAuthorizationFailed)
+            Some(
+                RDKafkaErrorCode::MessageSizeTooLarge
+                    | RDKafkaErrorCode::InvalidRecord
+                    | RDKafkaErrorCode::TopicAuthorizationFailed
+            )
         );
         if self.lanes.transactional_mode() && !permanent {
             // A timed-out or fenced write aborts the transaction; the restart resumes at the
             // last commit, so nothing is lost or written twice.
-            return FlowError::Transaction { flow: self.flow.clone(), what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason) };
+            return FlowError::Transaction {
+                flow: self.flow.clone(),
+                what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason),
+            };
         }
         let hint = match code {
             Some(RDKafkaErrorCode::MessageSizeTooLarge) | Some(RDKafkaErrorCode::InvalidRecord) => format!(
@@ -739,7 +821,13 @@ impl ProduceStage {
     }
 }
 
-fn to_kafka<'a>(batch: &'a Batch, record: &Record, topic: &'a str, partition: Option<i32>, ticket: Ticket) -> BaseRecord<'a, [u8], [u8], Ticket> {
+fn to_kafka<'a>(
+    batch: &'a Batch,
+    record: &Record,
+    topic: &'a str,
+    partition: Option<i32>,
+    ticket: Ticket,
+) -> BaseRecord<'a, [u8], [u8], Ticket> {
     let mut out = BaseRecord::with_opaque_to(topic, ticket).timestamp(record.timestamp);
     if let Some(p) = partition {
         out = out.partition(p);

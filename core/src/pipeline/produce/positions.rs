@@ -64,7 +64,13 @@ enum Failure {
 impl PositionWriter {
     /// Starts the writer of `flow` on `producer` (transactional, past `init_transactions`),
     /// writing to `topic` for the tasks `owned` of `session`.
-    pub fn start(flow: &str, producer: TargetProducer, topic: String, session: Arc<GroupSession>, owned: BTreeSet<u32>) -> std::io::Result<Self> {
+    pub fn start(
+        flow: &str,
+        producer: TargetProducer,
+        topic: String,
+        session: Arc<GroupSession>,
+        owned: BTreeSet<u32>,
+    ) -> std::io::Result<Self> {
         let (batches, batch_rx) = crossbeam_channel::bounded::<Vec<PositionRecord>>(1);
         let (outcome_tx, outcomes) = crossbeam_channel::bounded(1);
         thread::Builder::new().name(format!("positions {flow}")).spawn(move || {
@@ -76,11 +82,7 @@ impl PositionWriter {
                 }
             }
         })?;
-        Ok(Self {
-            batches: Some(batches),
-            outcomes,
-            busy: false,
-        })
+        Ok(Self { batches: Some(batches), outcomes, busy: false })
     }
 
     /// Hands over one transaction's worth of position records; `false` while the last batch is
@@ -129,7 +131,13 @@ impl PositionWriter {
 }
 
 /// One position transaction: the records, the membership, the commit.
-fn write(producer: &TargetProducer, topic: &str, session: &GroupSession, owned: &BTreeSet<u32>, batch: &[PositionRecord]) -> Result<(), KafkaError> {
+fn write(
+    producer: &TargetProducer,
+    topic: &str,
+    session: &GroupSession,
+    owned: &BTreeSet<u32>,
+    batch: &[PositionRecord],
+) -> Result<(), KafkaError> {
     producer.begin_transaction()?;
     for (key, value) in batch {
         loop {

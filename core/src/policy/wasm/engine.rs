@@ -151,10 +151,13 @@ impl PolicyEngine {
         let exports: Vec<String> =
             component.component_type().exports(&self.engine).map(|(export, _)| export.to_string()).collect();
         if let Some(other) = exports.iter().find(|e| e.starts_with("strait:policy/") && !e.ends_with("@0.1.0")) {
-            return Err(incompatible(format!("it exports `{other}`, built against another version of the contract than {CONTRACT}")));
+            return Err(incompatible(format!(
+                "it exports `{other}`, built against another version of the contract than {CONTRACT}"
+            )));
         }
         let pre = self.linker.instantiate_pre(&component).map_err(|e| incompatible(format!("{e:#}")))?;
-        let pre = PolicyPre::new(pre).map_err(|e| incompatible(format!("{e:#} (it exports: {})", exports.join(", "))))?;
+        let pre =
+            PolicyPre::new(pre).map_err(|e| incompatible(format!("{e:#} (it exports: {})", exports.join(", "))))?;
         Ok(Arc::new(PolicyComponent { name: name.to_string(), pre, engine: self.engine.clone(), limits: self.limits }))
     }
 }
@@ -188,9 +191,15 @@ mod tests {
     #[test]
     fn every_hook_flag_of_the_contract_is_a_hook_the_host_calls() {
         let wit = contract();
-        let flags = wit.split("flags hook-set {").nth(1).and_then(|rest| rest.split('}').next()).expect("hook-set in the WIT");
-        let names: Vec<&str> = flags.lines().map(str::trim).filter(|l| !l.starts_with("///") && !l.is_empty()).collect();
-        assert_eq!(names, ["naming,", "topic-filter,", "group-filter,", "config-filter,", "records,", "conflicts,"], "a flag was added: map it in Hooks::from_set");
+        let flags =
+            wit.split("flags hook-set {").nth(1).and_then(|rest| rest.split('}').next()).expect("hook-set in the WIT");
+        let names: Vec<&str> =
+            flags.lines().map(str::trim).filter(|l| !l.starts_with("///") && !l.is_empty()).collect();
+        assert_eq!(
+            names,
+            ["naming,", "topic-filter,", "group-filter,", "config-filter,", "records,", "conflicts,"],
+            "a flag was added: map it in Hooks::from_set"
+        );
         let all = Hooks::from_set(HookSet::all());
         let Hooks { naming, topic_filter, group_filter, config_filter, records, conflicts } = all;
         assert!(naming && topic_filter && group_filter && config_filter && records && conflicts, "{all:?}");
@@ -198,10 +207,17 @@ mod tests {
 
     #[test]
     fn the_contract_and_the_plugin_guide_describe_the_same_init_keys() {
-        let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/README.md")).expect("plugins/README.md");
+        let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/README.md"))
+            .expect("plugins/README.md");
         for (name, text) in [("wit/policy.wit", contract()), ("plugins/README.md", guide)] {
-            assert!(text.contains("every `replication.policy.*` key"), "{name} must say `init` gets every `replication.policy.*` key");
-            assert!(!text.contains("replication.policy.wasm.<name>"), "{name} describes a key scheme the host does not use");
+            assert!(
+                text.contains("every `replication.policy.*` key"),
+                "{name} must say `init` gets every `replication.policy.*` key"
+            );
+            assert!(
+                !text.contains("replication.policy.wasm.<name>"),
+                "{name} describes a key scheme the host does not use"
+            );
         }
     }
 }

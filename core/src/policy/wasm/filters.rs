@@ -162,26 +162,16 @@ impl Loaded {
             return;
         }
         let (flow_name, plugin) = (flow.name(), watch.path.display().to_string());
-        let loaded = PolicyEngine::shared()
-            .and_then(|e| e.load_file(&watch.path))
-            .and_then(|c| Ok((c.instantiate(flow)?, c)));
+        let loaded =
+            PolicyEngine::shared().and_then(|e| e.load_file(&watch.path)).and_then(|c| Ok((c.instantiate(flow)?, c)));
         match loaded {
             Ok((instance, reloaded)) => {
                 *component = reloaded;
                 self.instance = Some(instance);
                 self.cache = Cache::default();
-                PolicyReloaded {
-                    flow: &flow_name,
-                    plugin: &plugin,
-                }
-                .emit();
+                PolicyReloaded { flow: &flow_name, plugin: &plugin }.emit();
             }
-            Err(e) => PolicyReloadFailed {
-                flow: &flow_name,
-                plugin: &plugin,
-                error: &e.to_string(),
-            }
-            .emit(),
+            Err(e) => PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &e.to_string() }.emit(),
         }
     }
 }

@@ -59,7 +59,8 @@ pub struct PolicyInstance {
 
 impl PolicyInstance {
     pub(crate) fn new(component: &PolicyComponent, flow: &FlowConfig) -> Result<Self, PolicyError> {
-        let limits = StoreLimitsBuilder::new().memory_size(component.limits.memory_bytes).trap_on_grow_failure(true).build();
+        let limits =
+            StoreLimitsBuilder::new().memory_size(component.limits.memory_bytes).trap_on_grow_failure(true).build();
         // An empty WASI context: no preopened directories, environment, arguments or sockets,
         // and clocks frozen at zero unless `strait.policy.clock = true` grants real time.
         let mut wasi = WasiCtx::builder();
@@ -82,7 +83,11 @@ impl PolicyInstance {
             call_ticks: component.limits.call_ticks,
             memory_mib: component.limits.memory_bytes >> 20,
         };
-        let properties: Vec<Property> = flow.policy_properties.iter().map(|(key, value)| Property { key: key.clone(), value: value.clone() }).collect();
+        let properties: Vec<Property> = flow
+            .policy_properties
+            .iter()
+            .map(|(key, value)| Property { key: key.clone(), value: value.clone() })
+            .collect();
         let (source, target) = (flow.source.to_string(), flow.target.to_string());
         instance
             .call("init", |b, s| b.strait_policy_lifecycle().call_init(s, &source, &target, &properties))?
@@ -111,7 +116,9 @@ impl PolicyInstance {
         self.store.set_epoch_deadline(self.call_ticks);
         f(&self.bindings, &mut self.store).map_err(|e| {
             let cause = match e.downcast_ref::<Trap>() {
-                Some(Trap::Interrupt) => format!("ran longer than {} ms (an endless loop?) and was stopped", self.call_ticks * 10),
+                Some(Trap::Interrupt) => {
+                    format!("ran longer than {} ms (an endless loop?) and was stopped", self.call_ticks * 10)
+                }
                 _ if format!("{e:#}").contains("growing memory") => {
                     format!("tried to grow its memory past the {} MiB limit and was stopped", self.memory_mib)
                 }
@@ -124,13 +131,24 @@ impl PolicyInstance {
     /// `records.on-batch`.
     pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, PolicyError> {
         let verdict = self.call("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
-        verdict.map_err(|message| PolicyError::Hook { plugin: self.name.clone(), hook: "records.on-batch", cause: message })
+        verdict.map_err(|message| PolicyError::Hook {
+            plugin: self.name.clone(),
+            hook: "records.on-batch",
+            cause: message,
+        })
     }
 
     /// `conflicts.resolve`: whether a record of `key` stamped `timestamp`, first written on
     /// `origin`, is written to a target where `known` is the newest version of the key;
     /// `headers` are packed as in the record's batch.
-    pub(crate) fn resolve(&mut self, key: &[u8], timestamp: i64, origin: &str, headers: &[u8], known: Option<&Version>) -> Result<bool, PolicyError> {
+    pub(crate) fn resolve(
+        &mut self,
+        key: &[u8],
+        timestamp: i64,
+        origin: &str,
+        headers: &[u8],
+        known: Option<&Version>,
+    ) -> Result<bool, PolicyError> {
         let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: headers.to_vec() };
         let known = known.map(|v| KeyState { timestamp: v.timestamp, origin: v.origin.to_string() });
         self.call("conflicts.resolve", |b, s| b.strait_policy_conflicts().call_resolve(s, &arriving, known.as_ref()))

@@ -11,9 +11,9 @@ mod reload;
 
 pub use engine::{PolicyComponent, PolicyEngine};
 pub use error::PolicyError;
+pub use filters::WasmFilters;
 pub use instance::PolicyInstance;
 pub use naming::WasmNaming;
-pub use filters::WasmFilters;
 pub use records::RecordHook;
 pub(crate) use reload::modified;
 pub use reload::request_reload;

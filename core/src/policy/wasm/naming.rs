@@ -49,7 +49,11 @@ impl ReplicationPolicy for WasmNaming {
         let key = (source_alias.to_string(), topic.to_string());
         self.with(
             |c| c.remote.get(&key).cloned(),
-            |i| i.call("naming.format-remote-topic", |b, s| b.strait_policy_naming().call_format_remote_topic(s, source_alias, topic)),
+            |i| {
+                i.call("naming.format-remote-topic", |b, s| {
+                    b.strait_policy_naming().call_format_remote_topic(s, source_alias, topic)
+                })
+            },
             |c, v| {
                 c.remote.insert(key.clone(), v);
             },
@@ -89,12 +93,16 @@ impl ReplicationPolicy for WasmNaming {
     fn offset_syncs_topic(&self, cluster_alias: &str) -> Result<String, PolicyError> {
         // Asked once per flow at start-up: no cache needed.
         let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
-        guard.0.call("naming.offset-syncs-topic", |b, s| b.strait_policy_naming().call_offset_syncs_topic(s, cluster_alias))
+        guard.0.call("naming.offset-syncs-topic", |b, s| {
+            b.strait_policy_naming().call_offset_syncs_topic(s, cluster_alias)
+        })
     }
 
     fn checkpoints_topic(&self, cluster_alias: &str) -> Result<String, PolicyError> {
         let mut guard = self.instance.lock().unwrap_or_else(|p| p.into_inner());
-        guard.0.call("naming.checkpoints-topic", |b, s| b.strait_policy_naming().call_checkpoints_topic(s, cluster_alias))
+        guard
+            .0
+            .call("naming.checkpoints-topic", |b, s| b.strait_policy_naming().call_checkpoints_topic(s, cluster_alias))
     }
 
     fn heartbeats_topic(&self) -> Result<String, PolicyError> {

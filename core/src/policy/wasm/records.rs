@@ -57,11 +57,7 @@ impl RecordHook {
     /// on SIGHUP, between two batches, so no record is lost or handled twice.
     pub fn reloading(mut self, flow: &FlowConfig) -> Self {
         if let Some(path) = &flow.policy_wasm {
-            self.reload = Some(Reload {
-                watch: ReloadWatch::new(path),
-                flow: flow.clone(),
-                loading: None,
-            });
+            self.reload = Some(Reload { watch: ReloadWatch::new(path), flow: flow.clone(), loading: None });
         }
         self
     }
@@ -107,7 +103,10 @@ impl RecordHook {
                     if instance.hooks().records {
                         Ok(instance)
                     } else {
-                        Err(PolicyError::Incompatible { plugin: path.display().to_string(), reason: "the new component has no record hook".into() })
+                        Err(PolicyError::Incompatible {
+                            plugin: path.display().to_string(),
+                            reason: "the new component has no record hook".into(),
+                        })
                     }
                 });
             let _ = tx.send(loaded);
@@ -118,7 +117,12 @@ impl RecordHook {
                 false
             }
             Err(e) => {
-                PolicyReloadFailed { flow: &flow_name, plugin: &plugin, error: &format!("no thread to compile it on: {e}") }.emit();
+                PolicyReloadFailed {
+                    flow: &flow_name,
+                    plugin: &plugin,
+                    error: &format!("no thread to compile it on: {e}"),
+                }
+                .emit();
                 true
             }
         }
