@@ -204,7 +204,7 @@ fn bucket_quantile(text: &str, metric: &str, q: f64) -> Option<f64> {
 
 /// Produces `rate` records per second of `size` bytes for `seconds` into a fresh topic while
 /// `contender` replicates it, and measures each record's latency on the target.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // one call site, every argument a different knob of the load
 pub fn steady(
     contender: Contender,
     stand: &Stand,
