@@ -113,6 +113,17 @@ pub(super) fn whole_name_regex(list: &str) -> Result<Regex, regex::Error> {
     Regex::new(&format!("^(?:{})$", parts.join("|")))
 }
 
+/// Warns, once per written key, that `p` (whose bare key is `key`) is ignored, and says whether
+/// it is an MM2 setting not supported yet or a key strait does not know at all.
+fn warn_ignored(warnings: &mut BTreeMap<String, String>, key: &str, p: &Property) {
+    let what = if is_known_mm2_key(key) {
+        "is an MM2 setting strait does not support yet"
+    } else {
+        "is not a setting strait knows"
+    };
+    warnings.entry(p.key.clone()).or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+}
+
 /// Known MM2 keys that strait reads but does not act on yet; each draws one warning.
 fn is_known_mm2_key(key: &str) -> bool {
     key.starts_with("emit.")
@@ -191,26 +202,12 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
             || is_flow_key(key)
             || is_common_client_key(key);
         if !supported {
-            let what = if is_known_mm2_key(key) {
-                "is an MM2 setting strait does not support yet"
-            } else {
-                "is not a setting strait knows"
-            };
-            warnings
-                .entry(p.key.clone())
-                .or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+            warn_ignored(&mut warnings, key, p);
         }
     }
     for ((_, _, key), p) in &scopes.flow {
         if !is_flow_key(key) {
-            let what = if is_known_mm2_key(key) {
-                "is an MM2 setting strait does not support yet"
-            } else {
-                "is not a setting strait knows"
-            };
-            warnings
-                .entry(p.key.clone())
-                .or_insert_with(|| format!("line {}: `{}` {what}; it is ignored", p.line, p.key));
+            warn_ignored(&mut warnings, key, p);
         }
     }
 
