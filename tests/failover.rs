@@ -215,7 +215,7 @@ fn a_compacted_source_topic() {
     );
     let east_read = consume_as_group(&s.east, &topic, &group, 30);
     let committed = committed_offsets(&s.east, &group, &topic, 1);
-    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    wait_for_translated_sync(&s.west, &group, &remote, &committed, &strait);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     // What survived compaction upstream is what must be read, once.
     let survivors: HashSet<Vec<u8>> = read_values(&s.east, &topic, 1).into_iter().collect();
@@ -254,7 +254,7 @@ fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
         let downs: Vec<i64> = history.iter().filter(|c| c.partition == p).map(|c| c.downstream).collect();
         assert!(downs.windows(2).all(|w| w[0] <= w[1]), "partition {p} went back: {downs:?}");
     }
-    wait_for_group_sync(&s.west, &group, &remote, &second, &strait);
+    wait_for_translated_sync(&s.west, &group, &remote, &second, &strait);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     let o = Outcome::of(&sent, &east_read, &west_read, 3);
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
@@ -288,7 +288,7 @@ fn failback_maps_a_group_on_the_remote_topic_back_to_the_original() {
     let west_read = consume_as_group(&s.west, &remote, &group, 150);
     let on_west = committed_offsets(&s.west, &group, &remote, 3);
     // us-east is back: the group's checkpoints map to `orders` there, and its offsets follow.
-    let synced = wait_for_group_sync(&s.east, &group, &topic, &on_west, &strait);
+    let synced = wait_for_translated_sync(&s.east, &group, &topic, &on_west, &strait);
     assert_eq!(synced, on_west, "a 1:1 copy maps back offset for offset");
     let east_read = consume_to_lag_zero(&s.east, &topic, &group);
     let o = Outcome::of(&sent, &west_read, &east_read, 3);
