@@ -21,20 +21,16 @@ pub fn translate(config: &Config, group: &str, from: &str, to: &str) -> anyhow::
         "group {group}: {from} -> {to}{}",
         if view.source_reachable { "" } else { " (source unreachable: from checkpoints)" }
     );
-    println!(
-        "{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}",
-        "topic", "partition", "committed", "target topic", "translated", "mm2-syncs"
-    );
+    println!("{:<32} {:>9} {:>12}  {:<40} {:>12}", "topic", "partition", "committed", "target topic", "translated");
     for r in rows {
         let w = &r.watched;
         println!(
-            "{:<32} {:>9} {:>12}  {:<40} {:>12} {:>12}",
+            "{:<32} {:>9} {:>12}  {:<40} {:>12}",
             w.source_topic,
             w.partition,
             show(r.committed),
             w.target_topic,
-            show(r.translated),
-            show(r.mm2)
+            show(r.translated)
         );
     }
     Ok(())

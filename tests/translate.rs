@@ -39,8 +39,8 @@ fn a_group_at_120_of_200_translates_to_offsets_that_skip_nothing() {
     let path = dir.join(format!("{}.properties", unique("translate")));
     std::fs::write(&path, &config).unwrap();
     let mut rows = Vec::new();
-    // The syncs of the last records may still be on their way.
-    wait_until(Duration::from_secs(30), || {
+    // The syncs of the last records may still be on their way: the first answers may be short.
+    let exact = wait_until(Duration::from_secs(30), || {
         let out = Command::new(env!("CARGO_BIN_EXE_strait"))
             .args(["offsets", "translate", "--config"])
             .arg(&path)
@@ -53,22 +53,15 @@ fn a_group_at_120_of_200_translates_to_offsets_that_skip_nothing() {
             .filter(|l| l.starts_with(&orders))
             .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
             .collect();
-        rows.len() == 3 && rows.iter().all(|r| r.len() == 6 && r[5] != "-")
+        rows.len() == 3 && rows.iter().all(|r| r.len() == 5 && r[4] == "40")
     });
-    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(exact, "never translated to 40 on every partition: {rows:?}\nlog:\n{}", strait.log_text());
     for row in &rows {
-        let (partition, committed, remote_topic, translated, mm2): (i32, i64, &str, i64, i64) = (
-            row[1].parse().unwrap(),
-            row[2].parse().unwrap(),
-            &row[3],
-            row[4].parse().expect("translated"),
-            row[5].parse().expect("mm2"),
-        );
-        assert_eq!(committed, 40);
-        assert_eq!(remote_topic, remote);
-        // A 1:1 mirror: the record at upstream offset o sits at downstream offset o. strait's
-        // translation is exact; MM2's through the same syncs may re-read up to offset.lag.max.
-        assert_eq!(translated, 40, "partition {partition}");
-        assert!(mm2 <= 40 && 40 - mm2 <= 100, "partition {partition}: MM2's translation {mm2}");
+        let (partition, committed, remote_topic): (i32, i64, &str) =
+            (row[1].parse().unwrap(), row[2].parse().unwrap(), &row[3]);
+        assert_eq!(committed, 40, "partition {partition}");
+        // A 1:1 mirror: the record at upstream offset o sits at downstream offset o, and the
+        // translation is exact, so the group resumes at 40 and re-reads nothing.
+        assert_eq!(remote_topic, remote, "partition {partition}");
     }
 }

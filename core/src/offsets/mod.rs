@@ -5,10 +5,10 @@ pub mod mm2;
 mod progress;
 mod runs;
 pub mod store;
-mod translate;
+mod sync_rule;
 pub mod wire;
 
 pub use ledger::{Ledger, PositionWrite, Refusal, SourceOffset, TargetOffset};
 pub use progress::{Progress, SlotId};
 pub use runs::{PartitionMap, Run, RunTracker};
-pub use translate::{SyncRule, Translator};
+pub use sync_rule::SyncRule;

@@ -20,15 +20,15 @@ use std::time::Duration;
 
 use crate::checkpoints::{Groups, Translation, Watched};
 use crate::cluster::{check_reachable, ClusterAdmin, ClusterError};
-use crate::config::{ClusterConfig, Config, FlowConfig, SyncLocation};
-use crate::offsets::mm2::{Checkpoint, OffsetSync};
+use crate::config::{ClusterConfig, Config, FlowConfig};
+use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{positions_topic, read_topic};
-use crate::offsets::Translator;
 use crate::pipeline::FlowError;
 use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
 
-/// How long reading an internal topic may take.
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an operator command may take to read an internal topic from its start (positions,
+/// checkpoints, heartbeats): once per command, so it may be long.
+const WHOLE_TOPIC_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the commands wait to find out whether the source answers.
 const SOURCE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -84,12 +84,16 @@ impl FlowView {
         let mut translation = Translation::default();
         let forward = positions_topic(source.alias.as_str());
         if target_groups.topic_exists(&forward)? {
-            read_topic(&target, &flow.target_admin, &forward, READ_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
+            read_topic(&target, &flow.target_admin, &forward, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
+                translation.forward.apply(k, v)
+            })?;
         }
         if source_reachable {
             let back = positions_topic(target.alias.as_str());
             if Groups::connect(&source, &flow.consumer)?.topic_exists(&back)? {
-                read_topic(&source, &flow.consumer, &back, READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+                read_topic(&source, &flow.consumer, &back, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
+                    translation.back.apply(k, v)
+                })?;
             }
         }
         Ok(Self { name: flow.name(), source, target, flow, naming, translation, source_reachable, target_groups })
@@ -110,35 +114,13 @@ impl FlowView {
         let topic = self.naming.checkpoints_topic(self.source.alias.as_str())?;
         let mut out = HashMap::new();
         if self.target_groups.topic_exists(&topic)? {
-            read_topic(&self.target, &self.flow.target_admin, &topic, READ_TIMEOUT, |k, v| {
+            read_topic(&self.target, &self.flow.target_admin, &topic, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
                 if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)).filter(|c| c.group == group) {
                     out.insert((c.topic.clone(), c.partition), c);
                 }
             })?;
         }
         Ok(out)
-    }
-
-    /// MM2's translation through the offset syncs, for comparison (`None` when they are off
-    /// or unreadable).
-    pub fn mm2_translator(&self) -> Result<Option<Translator>, FlowError> {
-        let Some(cfg) = self.flow.offset_syncs else { return Ok(None) };
-        let (cluster, settings, named_after) = match cfg.location {
-            SyncLocation::Source if !self.source_reachable => return Ok(None),
-            SyncLocation::Source => (&self.source, &self.flow.consumer, self.target.alias.as_str()),
-            SyncLocation::Target => (&self.target, &self.flow.target_admin, self.source.alias.as_str()),
-        };
-        let topic = self.naming.offset_syncs_topic(named_after)?;
-        if !Groups::connect(cluster, settings)?.topic_exists(&topic)? {
-            return Ok(None);
-        }
-        let mut translator = Translator::default();
-        read_topic(cluster, settings, &topic, READ_TIMEOUT, |k, v| {
-            if let Some(((topic, partition), sync)) = v.and_then(|v| OffsetSync::decode(k, v)) {
-                translator.add(&topic, partition, sync);
-            }
-        })?;
-        Ok(Some(translator))
     }
 }
 
@@ -152,15 +134,12 @@ pub struct TranslatedOffset {
     /// Where the group resumes on the target: exact, from the mapping (or from the latest
     /// checkpoint when the source is down).
     pub translated: Option<i64>,
-    /// What MM2's translation through the offset syncs would give (forward partitions only).
-    pub mm2: Option<i64>,
 }
 
 /// `group`'s positions on the target of `view`'s flow.
 pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOffset>, FlowError> {
     let watched = view.watched()?;
     let checkpoints = view.checkpoints(group)?;
-    let mm2 = view.mm2_translator()?;
     let committed = if view.source_reachable {
         let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
         Groups::connect(&view.source, &view.flow.consumer)?.committed(group, &partitions)?
@@ -178,14 +157,9 @@ pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOff
             Some(c) => view.translation.checkpoint(group, &w, c).map(|cp| cp.downstream),
             None => checkpoint.map(|cp| cp.downstream),
         };
-        let mm2 = match (&mm2, c, w.back) {
-            (Some(t), Some(c), false) => t.translate(&w.source_topic, w.partition, c.offset),
-            _ => None,
-        };
         out.push(TranslatedOffset {
             committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)),
             translated,
-            mm2,
             watched: w,
         });
     }

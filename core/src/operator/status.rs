@@ -32,7 +32,7 @@ pub fn flow_status(view: &FlowView) -> Result<FlowStatus, FlowError> {
     let newest = |topic: &str, own: bool| -> Result<Option<i64>, FlowError> {
         let mut newest: Option<i64> = None;
         if view.target_groups.topic_exists(topic)? {
-            read_topic(&view.target, &view.flow.target_admin, topic, super::READ_TIMEOUT, |k, v| {
+            read_topic(&view.target, &view.flow.target_admin, topic, super::WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
                 if let Some(h) = v.and_then(|v| Heartbeat::decode(k, v)) {
                     if !own || (h.source == source && h.target == target) {
                         newest = Some(newest.map_or(h.timestamp, |n| n.max(h.timestamp)));
