@@ -48,7 +48,7 @@ fn hook(component_file: &str) -> RecordHook {
         start_at: None,
         retired: false,
     });
-    RecordHook::new(component.instantiate(&flow).expect("instance"), slots)
+    RecordHook::new(component.instantiate(&flow).expect("instance"), slots, "a->b")
 }
 
 fn record_hook(c: &mut Criterion) {

@@ -146,8 +146,7 @@ impl RecordFilter for ActiveActive {
             ConflictsRefused { flow: &self.flow, dropped, dead_lettered }.emit();
         }
         if keep.contains(&false) {
-            let mut flags = keep.into_iter();
-            batch.records.retain(|_| flags.next().unwrap_or(true));
+            batch.retain(&keep);
         }
         Ok(())
     }

@@ -44,6 +44,8 @@ impl ConflictsRefused<'_> {
         let flow = self.flow.to_string();
         counter!("strait_conflicts_refused_total", "flow" => flow.clone(), "outcome" => "dropped")
             .increment(self.dropped as u64);
+        counter!("strait_records_dropped_total", "flow" => flow.clone(), "reason" => "conflict")
+            .increment(self.dropped as u64);
         counter!("strait_conflicts_refused_total", "flow" => flow, "outcome" => "dead-lettered")
             .increment(self.dead_lettered as u64);
     }

@@ -50,7 +50,9 @@ fn zero_counters(flow: &str) {
     counter!("strait_flow_restarts_total", "flow" => flow.clone()).increment(0);
     counter!("strait_flow_retries_total", "flow" => flow.clone()).increment(0);
     counter!("strait_records_rejected_total", "flow" => flow.clone()).increment(0);
-    counter!("strait_records_dropped_total", "flow" => flow.clone(), "reason" => "provenance").increment(0);
+    for reason in ["provenance", "policy", "conflict"] {
+        counter!("strait_records_dropped_total", "flow" => flow.clone(), "reason" => reason).increment(0);
+    }
     counter!("strait_conflicts_refused_total", "flow" => flow.clone(), "outcome" => "dropped").increment(0);
     counter!("strait_conflicts_refused_total", "flow" => flow, "outcome" => "dead-lettered").increment(0);
 }

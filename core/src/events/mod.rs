@@ -20,7 +20,7 @@ pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};
 
 use metrics::{counter, gauge};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// A remote topic was created on the target.
 pub struct TopicCreated<'a> {
@@ -252,6 +252,26 @@ impl PolicyReloaded<'_> {
     pub fn emit(&self) {
         info!(flow = self.flow, plugin = self.plugin, "policy reloaded; the next batch uses it");
         counter!("strait_policy_reloads_total", "flow" => self.flow.to_string(), "result" => "ok").increment(1);
+    }
+}
+
+/// Records a policy component's record hook dropped: they are not replicated, and their
+/// offsets count as done.
+pub struct PolicyDropped<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// The component's file.
+    pub plugin: &'a str,
+    /// How many records of one batch.
+    pub records: usize,
+}
+
+impl PolicyDropped<'_> {
+    /// Logs and counts.
+    pub fn emit(&self) {
+        debug!(flow = self.flow, plugin = self.plugin, records = self.records, "dropped by the record hook");
+        counter!("strait_records_dropped_total", "flow" => self.flow.to_string(), "reason" => "policy")
+            .increment(self.records as u64);
     }
 }
 

@@ -24,6 +24,23 @@ impl Span {
     }
 }
 
+/// A record hook's rewrite of one record: each field that is `Some` replaces the record's own.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecordEdit {
+    /// Which record of the batch.
+    pub position: u32,
+    /// New key; `Some(None)` makes it null.
+    pub key: Option<Option<Vec<u8>>>,
+    /// New value; `Some(None)` makes it a tombstone.
+    pub value: Option<Option<Vec<u8>>>,
+    /// New headers, packed as a batch keeps them.
+    pub headers: Option<Vec<u8>>,
+    /// New timestamp in milliseconds.
+    pub timestamp: Option<i64>,
+    /// A target topic instead of the remote topic the naming policy chose.
+    pub topic: Option<String>,
+}
+
 /// One source record on its way to the target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -137,6 +154,9 @@ pub struct Batch {
     pub records: Vec<Record>,
     /// `(slot, last offset fetched)` for each partition in this batch.
     pub fetched_through: Vec<(SlotId, i64)>,
+    /// Rewrites the filter stage's record hook asked for, which the transform stage applies;
+    /// positions index `records` as they are now (see [`Self::retain`]).
+    pub edits: Vec<RecordEdit>,
     /// Every key, value and header of `records`; bytes an edit replaced stay until the batch goes.
     data: Vec<u8>,
 }
@@ -148,7 +168,41 @@ impl Batch {
 
     /// An empty batch with room for `records` records and `bytes` bytes of their data.
     pub fn with_capacity(records: usize, bytes: usize) -> Self {
-        Self { records: Vec::with_capacity(records), fetched_through: Vec::new(), data: Vec::with_capacity(bytes) }
+        Self {
+            records: Vec::with_capacity(records),
+            fetched_through: Vec::new(),
+            edits: Vec::new(),
+            data: Vec::with_capacity(bytes),
+        }
+    }
+
+    /// Keeps the records whose flag in `keep` is true (a missing flag keeps), and the edits of
+    /// the kept ones, renumbered to their new positions. Dropped records still count as done
+    /// for their partition's position: `fetched_through` stays.
+    pub fn retain(&mut self, keep: &[bool]) {
+        let kept = |i: usize| keep.get(i).copied().unwrap_or(true);
+        if !self.edits.is_empty() {
+            // New position of each record: how many were kept before it.
+            let mut position = Vec::with_capacity(self.records.len());
+            let mut next = 0u32;
+            for i in 0..self.records.len() {
+                position.push(next);
+                next += u32::from(kept(i));
+            }
+            self.edits.retain_mut(|e| {
+                let i = e.position as usize;
+                let stays = i < position.len() && kept(i);
+                if stays {
+                    e.position = position[i];
+                }
+                stays
+            });
+        }
+        let mut i = 0;
+        self.records.retain(|_| {
+            i += 1;
+            kept(i - 1)
+        });
     }
 
     /// Appends a record made of `key`, `value` and `headers` and notes how far its partition
@@ -242,6 +296,20 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retain_drops_the_edits_of_dropped_records_and_renumbers_the_rest() {
+        let mut b = Batch::with_capacity(4, 64);
+        for offset in 0..4 {
+            b.push(0, offset, 0, None, Some(b"v"), []);
+        }
+        let edit = |position: u32, ts: i64| RecordEdit { position, timestamp: Some(ts), ..RecordEdit::default() };
+        b.edits = vec![edit(0, 100), edit(1, 101), edit(3, 103)];
+        b.retain(&[false, true, false, true]);
+        assert_eq!(b.records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(b.edits, vec![edit(0, 101), edit(1, 103)], "edits follow their records");
+        assert_eq!(b.fetched_through, vec![(0, 3)], "dropped records still count as fetched");
+    }
 
     #[test]
     fn records_read_back_what_was_pushed_from_one_buffer() {

@@ -1,13 +1,15 @@
-//! Filter: decides per record whether it goes to the target, through the policy component's
-//! record hook. Dropped records still count as done for the partition's position (the batch
-//! keeps `fetched_through`); a hook that fails stops the flow before the batch.
+//! Filter: decides per record whether it goes to the target: the policy component's record
+//! hook, loop prevention by provenance and conflict resolution (these two also mark what they
+//! keep: a provenance header, a dead-letter route). The hook's edits ride along in the batch
+//! for the transform stage. Dropped records still count as done for the partition's position
+//! (the batch keeps `fetched_through`); a filter that fails stops the flow before the batch.
 
 use super::batch::Batch;
 use crate::policy::PolicyError;
 
 /// A record filter, applied to a whole batch at once.
 pub trait RecordFilter: Send {
-    /// Removes (or rewrites) the records of `batch`; an error stops the flow before the batch.
+    /// Removes records of `batch` (see [`Batch::retain`]); an error stops the flow before the batch.
     fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
 
     /// Whether the filter can take a batch now (see [`super::stage::Work::ready`]).

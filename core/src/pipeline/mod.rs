@@ -15,7 +15,7 @@ mod transform;
 mod wiring;
 
 pub(crate) use batch::NULL;
-pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, Span};
+pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, RecordEdit, Span};
 pub use doorbell::Doorbell;
 pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
@@ -26,7 +26,7 @@ pub use produce::{
 };
 pub use slots::{Slot, Slots};
 pub use stage::{MiddleStage, Neighbours};
-pub use transform::{RecordTransform, Unchanged};
+pub use transform::{ApplyEdits, RecordTransform, Unchanged};
 pub use wiring::{build_flow, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};

@@ -38,8 +38,7 @@ impl Work for Box<dyn RecordFilter> {
 
 impl Work for Box<dyn RecordTransform> {
     fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
-        self.transform(batch);
-        Ok(())
+        self.transform(batch)
     }
 }
 

@@ -18,7 +18,7 @@ use super::produce::{
     transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer,
 };
 use super::stage::{MiddleStage, Neighbours};
-use super::transform::{RecordTransform, Unchanged};
+use super::transform::{ApplyEdits, RecordTransform, Unchanged};
 use super::{FlowError, Slots};
 use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
@@ -207,6 +207,7 @@ pub fn build_flow(
             conflicts,
         )));
     }
+    let mut transform: Box<dyn RecordTransform> = Box::new(Unchanged);
     if let Some(component) = &policy.records {
         let (s, t) = (source.alias.as_str(), target.alias.as_str());
         let reserved = [
@@ -217,9 +218,8 @@ pub fn build_flow(
             naming.checkpoints_topic(t)?,
         ];
         let guard = RouteGuard::new(Box::new(WasmNaming::new(policy.naming.instantiate(flow)?)), reserved)?;
-        filters.push(Box::new(
-            RecordHook::new(component.instantiate(flow)?, slots.clone()).reloading(flow).guarding_routes(guard),
-        ));
+        filters.push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone(), &name).reloading(flow)));
+        transform = Box::new(ApplyEdits::new(component.name(), guard));
     }
     let filter: Box<dyn RecordFilter> = match filters.len() {
         0 => Box::new(KeepAll),
@@ -354,7 +354,6 @@ pub fn build_flow(
         Box::new(filter),
         Neighbours { before: fetch_bell.clone(), after: transform_bell.clone() },
     );
-    let transform: Box<dyn RecordTransform> = Box::new(Unchanged);
     let transform = MiddleStage::new(
         &name,
         "produce",

@@ -1,18 +1,15 @@
 //! The record hook: a batch crosses into the component as one packed buffer (see
 //! `types.batch` in the WIT), and only the records the verdict names are touched on the way back.
 
-use std::sync::Arc;
-
 use super::bindings::strait::policy::types::{Batch as WitBatch, Verdict};
 use super::engine::PolicyEngine;
 use super::error::PolicyError;
 use super::instance::PolicyInstance;
 use super::reload::ReloadWatch;
 use crate::config::FlowConfig;
-use crate::events::{PolicyReloadFailed, PolicyReloaded};
+use crate::events::{PolicyDropped, PolicyReloadFailed, PolicyReloaded};
 use crate::offsets::SlotId;
-use crate::pipeline::{check_headers, Batch, RecordFilter, Slots, NULL};
-use crate::policy::RouteGuard;
+use crate::pipeline::{Batch, RecordEdit, RecordFilter, Slots, NULL};
 
 /// Where a hook's component came from, to load it again when it changes.
 struct Reload {
@@ -26,31 +23,27 @@ struct Reload {
 /// `u32` entries per record in the packed index.
 const STRIDE: usize = 8;
 
-/// Runs a component's record hook on every batch of a flow.
+/// Runs a component's record hook on every batch of a flow, as its filter stage: the records
+/// the verdict drops leave the batch, and its edits ride along in the batch for the transform
+/// stage ([`crate::pipeline::ApplyEdits`]).
 pub struct RecordHook {
+    flow: String,
     instance: PolicyInstance,
     slots: Slots,
     packed: WitBatch,
     reload: Option<Reload>,
-    routes: Option<RouteGuard>,
 }
 
 impl RecordHook {
-    /// Wraps an instance whose component implements `records`.
-    pub fn new(instance: PolicyInstance, slots: Slots) -> Self {
+    /// Wraps an instance whose component implements `records`, for the flow named `flow`.
+    pub fn new(instance: PolicyInstance, slots: Slots, flow: &str) -> Self {
         Self {
+            flow: flow.to_string(),
             instance,
             slots,
             packed: WitBatch { topics: Vec::new(), index: Vec::new(), timestamps: Vec::new(), data: Vec::new() },
             reload: None,
-            routes: None,
         }
-    }
-
-    /// Refuses edits that route a record to an internal topic (see [`RouteGuard`]).
-    pub fn guarding_routes(mut self, guard: RouteGuard) -> Self {
-        self.routes = Some(guard);
-        self
     }
 
     /// Reloads the component from `flow`'s `replication.policy.wasm` when the file changes or
@@ -194,50 +187,25 @@ impl RecordFilter for RecordHook {
         let bad = |what: String| PolicyError::Hook { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
         let len = batch.records.len();
         for e in verdict.edits {
-            let i = e.position as usize;
-            if i >= len {
-                return Err(bad(format!("edit names record {i} of {len}")));
+            if e.position as usize >= len {
+                return Err(bad(format!("edit names record {} of {len}", e.position)));
             }
-            if let Some(headers) = &e.headers {
-                check_headers(headers).map_err(|what| bad(format!("edit of record {i} has {what}")))?;
-            }
-            // New bytes go to the end of the batch's buffer; the replaced ones stay unused.
-            let key = e.key.map(|k| k.map(|k| batch.put(&k)));
-            let value = e.value.map(|v| v.map(|v| batch.put(&v)));
-            let headers = e.headers.map(|h| batch.put(&h));
-            let record = &mut batch.records[i];
-            if let Some(key) = key {
-                record.key = key;
-            }
-            if let Some(value) = value {
-                record.value = value;
-            }
-            if let Some(headers) = headers {
-                record.headers = headers;
-            }
-            if let Some(ts) = e.timestamp {
-                record.timestamp = ts;
-            }
-            if let Some(topic) = e.topic {
-                if let Some(guard) = self.routes.as_mut() {
-                    if guard.is_internal(&topic)? {
-                        return Err(bad(format!(
-                            "edit routes record {} to `{topic}`, an internal topic (Kafka's, or a replicator's positions, offset syncs, checkpoints or heartbeats); \
-                             route to an ordinary topic",
-                            e.position
-                        )));
-                    }
-                }
-                record.route = Some(Arc::from(topic));
-            }
+            batch.edits.push(RecordEdit {
+                position: e.position,
+                key: e.key,
+                value: e.value,
+                headers: e.headers,
+                timestamp: e.timestamp,
+                topic: e.topic,
+            });
         }
         if !verdict.drop.is_empty() {
             let mut keep = vec![true; len];
             for &i in &verdict.drop {
                 *keep.get_mut(i as usize).ok_or_else(|| bad(format!("drop names record {i} of {len}")))? = false;
             }
-            let mut flags = keep.into_iter();
-            batch.records.retain(|_| flags.next().unwrap_or(true));
+            batch.retain(&keep);
+            PolicyDropped { flow: &self.flow, plugin: &plugin, records: len - batch.records.len() }.emit();
         }
         Ok(())
     }
