@@ -5,7 +5,7 @@
 mod support;
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -33,7 +33,7 @@ fn failover_scenario(layout: &[usize], read: usize, extra: &str) -> Outcome {
     let east_read = consume_as_group(&s.east, &topic, &group, read);
     assert_eq!(east_read.len(), read);
     let committed = committed_offsets(&s.east, &group, &topic, layout.len());
-    let synced = wait_for_translated_sync(&s.west, &group, &remote, &committed, &strait);
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
     // MM2's own RemoteClusterUtils reads strait's checkpoints and agrees.
     let java = kafka_sh_stdout(&["tool", "tests/interop/TranslateOffsets.java", &s.west, "us-east", &group]);
     for (p, offset) in synced.iter().enumerate().filter(|(_, o)| **o >= 0) {
@@ -88,7 +88,7 @@ fn a_transactional_source_with_an_aborted_transaction() {
     let east_read = consume_as_group(&s.east, &topic, &group, 120);
     let committed = committed_offsets(&s.east, &group, &topic, 3);
     // Gaps upstream, none downstream: the translated offsets differ from the committed ones.
-    let synced = wait_for_translated_sync(&s.west, &group, &remote, &committed, &strait);
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
     assert!(
         synced.iter().zip(&committed).any(|(w, e)| w != e),
         "offsets should differ across the gaps: {synced:?} {committed:?}"
@@ -137,7 +137,7 @@ fn exactly_once_replication_translates_exactly_across_its_own_commit_markers() {
     let east_read = consume_as_group(&s.east, &topic, &group, 120);
     let committed = committed_offsets(&s.east, &group, &topic, 3);
     // No gap upstream, a marker after every round downstream: the offsets differ.
-    let synced = wait_for_translated_sync(&s.west, &group, &remote, &committed, &strait);
+    let synced = wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
     assert!(
         synced.iter().zip(&committed).any(|(w, e)| w != e),
         "offsets should differ across the markers: {synced:?} {committed:?}"
@@ -188,7 +188,7 @@ fn a_compacted_source_topic() {
     );
     let east_read = consume_as_group(&s.east, &topic, &group, 30);
     let committed = committed_offsets(&s.east, &group, &topic, 1);
-    wait_for_translated_sync(&s.west, &group, &remote, &committed, &strait);
+    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     // What survived compaction upstream is what must be read, once.
     let survivors: HashSet<Vec<u8>> = read_values(&s.east, &topic, 1).into_iter().collect();
@@ -227,7 +227,7 @@ fn checkpoints_stay_monotonic_across_a_restart_and_rewind_with_the_group() {
         let downs: Vec<i64> = history.iter().filter(|c| c.partition == p).map(|c| c.downstream).collect();
         assert!(downs.windows(2).all(|w| w[0] <= w[1]), "partition {p} went back: {downs:?}");
     }
-    wait_for_translated_sync(&s.west, &group, &remote, &second, &strait);
+    wait_for_group_sync(&s.west, &group, &remote, &second, &strait);
     let west_read = consume_to_lag_zero(&s.west, &remote, &group);
     let o = Outcome::of(&sent, &east_read, &west_read, 3);
     assert_eq!((o.skipped, o.rereads.clone()), (0, vec![0, 0, 0]), "{o:?}");
@@ -261,7 +261,7 @@ fn failback_maps_a_group_on_the_remote_topic_back_to_the_original() {
     let west_read = consume_as_group(&s.west, &remote, &group, 150);
     let on_west = committed_offsets(&s.west, &group, &remote, 3);
     // us-east is back: the group's checkpoints map to `orders` there, and its offsets follow.
-    let synced = wait_for_translated_sync(&s.east, &group, &topic, &on_west, &strait);
+    let synced = wait_for_group_sync(&s.east, &group, &topic, &on_west, &strait);
     assert_eq!(synced, on_west, "a 1:1 copy maps back offset for offset");
     let east_read = consume_to_lag_zero(&s.east, &topic, &group);
     let o = Outcome::of(&sent, &west_read, &east_read, 3);
@@ -408,25 +408,4 @@ fn a_group_committed_at_the_start_of_an_empty_partition_fails_over_to_the_start_
         }
     }
     assert_eq!(read, 100, "the failed-over group skipped records produced after its commit");
-}
-
-/// [`wait_for_group_sync`], and then until no partition whose group read records is synced to
-/// offset 0. A checkpoint round that comes before strait stored the positions of what it
-/// replicated translates such a group to the start of the mapping it knows, 0; the next round,
-/// after the positions are stored, corrects it. Judged on the first round, the exact-translation
-/// checks here would compare a translation strait has not made yet.
-fn wait_for_translated_sync(target: &str, group: &str, remote: &str, committed: &[i64], strait: &Strait) -> Vec<i64> {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let synced = wait_for_group_sync(target, group, remote, committed, strait);
-        if synced.iter().zip(committed).all(|(synced, committed)| *committed <= 0 || *synced > 0) {
-            return synced;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "group {group} is still synced to offset 0 where it read records: {synced:?} for {committed:?}\nlog:\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

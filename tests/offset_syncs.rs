@@ -53,10 +53,11 @@ fn offset_syncs_land_on_the_source_in_mm2_layout_at_least_every_offset_lag_max_r
         strait.log_text()
     );
     let mut syncs = Vec::new();
-    wait_until(Duration::from_secs(30), || {
+    let caught_up = wait_until(Duration::from_secs(30), || {
         syncs = syncs_of(&s.east, "mm2-offset-syncs.us-west.internal", &topic);
         syncs.last().is_some_and(|last| last.upstream >= 449 - 100)
     });
+    assert!(caught_up, "no sync within offset.lag.max of the last record: {syncs:?}\nlog:\n{}", strait.log_text());
     assert_eq!(
         syncs.first(),
         Some(&OffsetSync { upstream: 0, downstream: 0 }),
@@ -99,8 +100,9 @@ fn offset_syncs_can_live_on_the_target_or_be_turned_off() {
         s.east, s.west
     );
     let quiet = Strait::start(&config);
-    read_all(&s.west, &format!("us-east.{topic}"), 1, WAIT);
-    std::thread::sleep(Duration::from_secs(2));
+    // A flow creates its offset-syncs topic while it is wired, before its first fetch: the
+    // replicated record is the signal that the topic would exist by now.
+    assert_eq!(read_all(&s.west, &format!("us-east.{topic}"), 1, WAIT)[0].len(), 1, "log:\n{}", quiet.log_text());
     assert!(
         !topic_names(&s.east).contains(&format!("mm2-offset-syncs.{alias}.internal")),
         "log:\n{}",

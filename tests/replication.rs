@@ -35,10 +35,11 @@ fn seed_stand_200_orders_arrive_200_of_200_in_the_same_partitions_and_order() {
             .sum()
     };
     let mut metrics = String::new();
-    wait_until(Duration::from_secs(20), || {
+    let counted = wait_until(Duration::from_secs(20), || {
         metrics = strait.metrics();
         counted_of(&metrics) >= 200.0
     });
+    assert!(counted, "the 200 records were not counted for {remote}:\n{metrics}");
     for name in [
         "strait_replication_records_total",
         "strait_replication_bytes_total",
@@ -136,8 +137,8 @@ fn aborted_transactions_never_reach_the_target() {
     let mut expected = batch("committed-1");
     expected.extend(batch("committed-2"));
     assert_eq!(got, vec![expected], "strait log:\n{}", strait.log_text());
-    // Nothing more arrives later either: the target holds exactly the 20 committed records.
-    std::thread::sleep(Duration::from_secs(3));
+    // The last committed batch is the sentinel: an aborted record that was copied would sit
+    // before it in the one partition, so the target holds exactly the 20 committed records.
     assert_eq!(record_count(&s.west, &remote), 20);
 }
 
@@ -163,7 +164,12 @@ fn internal_topics_are_never_mirrored_whatever_topics_says() {
     let config = east_to_west(&format!("{base}.*, __consumer_offsets, __.*, .*internal"), "topics.exclude =\n");
     let strait = Strait::start(&config);
     read_all(&s.west, &format!("us-east.{data}"), 1, WAIT);
-    std::thread::sleep(Duration::from_secs(3)); // two more discovery rounds
+    // Sentinel: a topic created now is mirrored by a later discovery round, after every round
+    // that could have mirrored the internal topics.
+    let late = format!("{base}-late");
+    create_topic(&s.east, &late, 1, 1, &[]);
+    produce(&s.east, &late, &[TestRecord::kv(0, "k", "v")], &[]);
+    assert_eq!(read_all(&s.west, &format!("us-east.{late}"), 1, WAIT)[0].len(), 1, "log:\n{}", strait.log_text());
     let west = topic_names(&s.west);
     assert!(west.contains(&format!("us-east.{data}")));
     for t in internals.iter().map(String::as_str).chain(["__consumer_offsets", "strait-offsets.us-east.internal"]) {
@@ -181,9 +187,13 @@ fn topics_that_came_from_the_target_are_not_sent_back() {
     create_topic(&s.east, &local, 1, 1, &[]);
     produce(&s.east, &looped, &[TestRecord::kv(0, "k", "v")], &[]);
     produce(&s.east, &local, &[TestRecord::kv(0, "k", "v")], &[]);
-    let strait = Strait::start(&east_to_west(&format!("us-west.{base}, {base}-local"), ""));
+    let strait = Strait::start(&east_to_west(&format!("us-west.{base}, {base}-local, {base}-late"), ""));
     read_all(&s.west, &format!("us-east.{local}"), 1, WAIT);
-    std::thread::sleep(Duration::from_secs(3));
+    // Sentinel: a topic created now is mirrored by a later discovery round.
+    let late = format!("{base}-late");
+    create_topic(&s.east, &late, 1, 1, &[]);
+    produce(&s.east, &late, &[TestRecord::kv(0, "k", "v")], &[]);
+    assert_eq!(read_all(&s.west, &format!("us-east.{late}"), 1, WAIT)[0].len(), 1, "log:\n{}", strait.log_text());
     assert!(!topic_names(&s.west).contains(&format!("us-east.{looped}")), "strait log:\n{}", strait.log_text());
 }
 

@@ -57,23 +57,14 @@ fn kill_9_mid_stream_then_restart_loses_no_record_and_keeps_partition_order() {
 
     let second = first.restart();
     writer.join().expect("writer thread");
-    // Duplicates count too, so wait for the target to hold every record and then go quiet.
-    assert!(
-        wait_until(Duration::from_secs(240), || record_count(&s.west, &remote) >= RECORDS as i64),
-        "only {} of {RECORDS} arrived; restart log:\n{}",
-        record_count(&s.west, &remote),
-        second.log_text()
-    );
-    let mut settled = record_count(&s.west, &remote);
-    loop {
-        std::thread::sleep(Duration::from_secs(3));
-        let now = record_count(&s.west, &remote);
-        if now == settled {
-            break;
-        }
-        settled = now;
-    }
-    let got = read_all(&s.west, &remote, settled as usize, Duration::from_secs(240));
+    // Duplicates count too: a sentinel at the end of each partition, produced after every
+    // record, marks where the copy is complete; a replayed record lands before it.
+    let sentinels: Vec<TestRecord> =
+        (0..PARTITIONS).map(|p| TestRecord::kv(p, "sentinel", &format!("{p}:sentinel"))).collect();
+    produce(&s.east, &topic, &sentinels, &[]);
+    let got = read_to_sentinels(&s.west, &remote, Duration::from_secs(240)).unwrap_or_else(|got| {
+        panic!("only {got} records and not every sentinel arrived; restart log:\n{}", second.log_text())
+    });
     let total: usize = got.iter().map(Vec::len).sum();
     assert!(total >= RECORDS, "only {total} of {RECORDS} arrived; restart log:\n{}", second.log_text());
 
@@ -112,4 +103,33 @@ fn kill_9_mid_stream_then_restart_loses_no_record_and_keeps_partition_order() {
     }
     eprintln!("kill -9 at {at_kill} target records; {RECORDS} source records; {duplicates} duplicates on the target");
     assert_eq!(total, RECORDS + duplicates);
+}
+
+/// Reads every partition of `topic` from the start until each one's sentinel, and returns the
+/// records before them per partition; `Err` with the count read when `timeout` passed first.
+fn read_to_sentinels(bootstrap: &str, topic: &str, timeout: Duration) -> Result<Vec<Vec<TestRecord>>, usize> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::Message;
+    let c = consumer(bootstrap);
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).expect("tpl");
+    }
+    c.assign(&tpl).expect("assign");
+    let mut out = vec![Vec::new(); PARTITIONS as usize];
+    let mut done = [false; PARTITIONS as usize];
+    let deadline = std::time::Instant::now() + timeout;
+    while !done.iter().all(|d| *d) {
+        if std::time::Instant::now() > deadline {
+            return Err(out.iter().map(Vec::len).sum());
+        }
+        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
+        let p = m.partition() as usize;
+        if m.key() == Some(&b"sentinel"[..]) {
+            done[p] = true;
+        } else if !done[p] {
+            out[p].push(TestRecord { value: m.payload().map(<[u8]>::to_vec), ..TestRecord::kv(m.partition(), "", "") });
+        }
+    }
+    Ok(out)
 }

@@ -90,7 +90,10 @@ pub fn create_topic(bootstrap: &str, name: &str, partitions: i32, rf: i32, confi
         configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
     admin.ensure_topic(&spec, None).unwrap_or_else(|e| panic!("create {name}: {e}"));
-    wait_until(Duration::from_secs(30), || partition_count(bootstrap, name) == Some(partitions as usize));
+    assert!(
+        wait_until(Duration::from_secs(30), || partition_count(bootstrap, name) == Some(partitions as usize)),
+        "{name} does not show {partitions} partitions 30 s after its creation"
+    );
 }
 
 /// Grows a topic to `partitions`.
@@ -210,8 +213,12 @@ pub fn record_count(bootstrap: &str, topic: &str) -> i64 {
 /// arrived (or `timeout` passed), and returns them per partition in log order.
 pub fn read_all(bootstrap: &str, topic: &str, expected: usize, timeout: Duration) -> Vec<Vec<TestRecord>> {
     let deadline = Instant::now() + timeout;
-    wait_until(timeout, || partition_count(bootstrap, topic).is_some());
-    let n = partition_count(bootstrap, topic).unwrap_or_else(|| panic!("{topic} never appeared"));
+    let mut n = None;
+    wait_until(timeout, || {
+        n = partition_count(bootstrap, topic);
+        n.is_some()
+    });
+    let n = n.unwrap_or_else(|| panic!("{topic} never appeared"));
     let c = consumer(bootstrap);
     let mut tpl = TopicPartitionList::new();
     for p in 0..n as i32 {
