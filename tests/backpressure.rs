@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use support::*;
 
 /// strait's resident memory must stay under this while the target is frozen. The design
-/// budget: 64 MiB producer queue + 3 × 8 MiB consumer prefetch + 3 channels × 4 batches × 1 MiB,
-/// plus the binary and librdkafka's bookkeeping.
+/// budget, at strait's defaults: a 16 MiB producer queue + 8 MiB of consumer prefetch (one queue
+/// for all assigned partitions) + 3 channels × 2 batches × 1 MiB + a batch in each stage's
+/// hands, plus the binary, the WASM engine and librdkafka's bookkeeping.
 const RSS_BOUND_MIB: u64 = 256;
 const RECORDS: usize = 250_000;
 const VALUE: usize = 1024;

@@ -26,28 +26,14 @@ struct PositionTopic {
 }
 
 fn read_positions(west: &str, positions: &str) -> PositionTopic {
-    let c = consumer(west);
-    let (_, high) = c.fetch_watermarks(positions, 0, Duration::from_secs(10)).expect("the position topic's end");
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(positions, 0, rdkafka::Offset::Beginning).expect("tpl");
-    c.assign(&tpl).expect("assign");
-    let mut out = PositionTopic { read: 0, written: high, mappings: Mappings::default() };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let at_end = |c: &BaseConsumer| {
-        c.position()
-            .ok()
-            .and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw()))
-            .is_some_and(|o| o >= high)
-    };
-    while !at_end(&c) {
-        assert!(Instant::now() < deadline, "the position topic was not read to its end");
-        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
-        out.read += 1;
+    let (mut read, mut mappings) = (0, Mappings::default());
+    let written = support::load::read_partition_to_end(west, positions, |m| {
+        read += 1;
         if let Some(k) = m.key() {
-            out.mappings.apply(k, m.payload());
+            mappings.apply(k, m.payload());
         }
-    }
-    out
+    });
+    PositionTopic { read, written, mappings }
 }
 
 fn commit_at(east: &str, group: &str, topic: &str, offset: i64) {

@@ -270,23 +270,8 @@ fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one
     );
     assert_eq!(committed_offsets(&s.west, &private_cg, &remote, 1), vec![-1]);
 
-    let cluster = strait_core::config::ClusterConfig {
-        alias: strait_core::config::ClusterAlias::new("west"),
-        bootstrap_servers: s.west.clone(),
-        line: 0,
-    };
-    let admin = strait_core::cluster::ClusterAdmin::connect(&cluster, &Default::default()).expect("admin");
-    let own: std::collections::HashMap<String, Option<String>> = admin
-        .topic_configs(&[&remote])
-        .expect("describe")
-        .remove(&remote)
-        .and_then(Result::ok)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
-        .map(|e| (e.name, e.value))
-        .collect();
-    assert_eq!(own.get("max.message.bytes"), Some(&Some("2000000".to_string())), "{own:?}");
+    let own = topic_level_configs(&s.west, &remote);
+    assert_eq!(own.get("max.message.bytes").map(String::as_str), Some("2000000"), "{own:?}");
     assert!(!own.contains_key("retention.ms"), "filters.topic-config dropped retention.ms: {own:?}");
 
     // `strait validate` shows the same decisions, each with the filter that made it.

@@ -15,20 +15,6 @@ use support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
-/// The configs set on `topic` itself (not inherited from the broker), by key.
-fn topic_level_configs(bootstrap: &str, topic: &str) -> HashMap<String, String> {
-    let cluster = ClusterConfig { alias: ClusterAlias::new("test"), bootstrap_servers: bootstrap.to_string(), line: 0 };
-    let admin = ClusterAdmin::connect(&cluster, &ClientSettings::default()).expect("admin client");
-    let mut all = admin.topic_configs(&[topic]).unwrap_or_else(|e| panic!("describe {topic}: {e}"));
-    all.remove(topic)
-        .and_then(Result::ok)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
-        .filter_map(|e| Some((e.name, e.value?)))
-        .collect()
-}
-
 /// Changes a source topic's configs with Kafka's own tool, as an operator would.
 fn kafka_configs(bootstrap: &str, topic: &str, args: &[&str]) {
     let mut all = vec![
@@ -122,16 +108,7 @@ fn remote_topics_are_created_with_the_source_configs_and_follow_later_changes() 
         now.get("retention.ms").map(String::as_str) == Some("555000") && !now.contains_key("retention.bytes")
     });
     assert!(followed, "target configs: {:?}\nlog:\n{}", topic_level_configs(&s.west, &remote), second.log_text());
-    let cluster = ClusterConfig { alias: ClusterAlias::new("west"), bootstrap_servers: s.west.clone(), line: 0 };
-    let admin = ClusterAdmin::connect(&cluster, &ClientSettings::default()).expect("admin client");
-    let bytes = admin
-        .topic_configs(&[&remote])
-        .expect("describe")
-        .remove(&remote)
-        .and_then(Result::ok)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|e| e.name == "retention.bytes");
+    let bytes = topic_config_entries(&s.west, &remote).into_iter().find(|e| e.name == "retention.bytes");
     assert_eq!(bytes.and_then(|e| e.value).as_deref(), Some("-1"), "retention.bytes is back at the target's default");
     let now = topic_level_configs(&s.west, &remote);
     assert_eq!(now.get("cleanup.policy").map(String::as_str), Some("compact"), "keys not changed stay: {now:?}");

@@ -29,4 +29,5 @@ pub mod offsets;
 pub mod operator;
 pub mod pipeline;
 pub mod policy;
+pub mod slot_vec;
 pub mod topics;

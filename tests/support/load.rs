@@ -213,26 +213,10 @@ pub fn read_through_sentinels(
 /// Every committed position record of source topic `topic` in the position topic on us-west,
 /// per partition, in log order (`None` for a tombstone).
 pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i32, Vec<Option<i64>>> {
-    use rdkafka::consumer::Consumer;
     use rdkafka::message::Message;
     use strait_core::offsets::store::{decode, StoredRecord};
-    let positions = "strait-offsets.us-east.internal";
-    let c = super::consumer(west);
-    let (_, high) = c.fetch_watermarks(positions, 0, Duration::from_secs(10)).expect("the position topic's end");
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(positions, 0, rdkafka::Offset::Beginning).expect("tpl");
-    c.assign(&tpl).expect("assign");
     let mut out: std::collections::BTreeMap<i32, Vec<Option<i64>>> = std::collections::BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let at_end = |c: &rdkafka::consumer::BaseConsumer| {
-        c.position()
-            .ok()
-            .and_then(|p| p.find_partition(positions, 0).and_then(|e| e.offset().to_raw()))
-            .is_some_and(|o| o >= high)
-    };
-    while !at_end(&c) {
-        assert!(Instant::now() < deadline, "the position topic was not read to its end");
-        let Some(Ok(m)) = c.poll(Duration::from_millis(200)) else { continue };
+    read_partition_to_end(west, "strait-offsets.us-east.internal", |m| {
         match m.key().and_then(|k| decode(k, m.payload())) {
             Some(StoredRecord::Position((t, p), stored)) if t == topic => {
                 out.entry(p).or_default().push(Some(stored.next))
@@ -240,8 +224,38 @@ pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i
             Some(StoredRecord::PositionDeleted((t, p))) if t == topic => out.entry(p).or_default().push(None),
             _ => {}
         }
-    }
+    });
     out
+}
+
+/// Reads partition 0 of `topic` on `bootstrap` from its start to the end it had when the read
+/// began, handing each record to `each`; returns that end offset. Fails the test when the end
+/// is not reached within a minute.
+pub fn read_partition_to_end(
+    bootstrap: &str,
+    topic: &str,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
+) -> i64 {
+    use rdkafka::consumer::Consumer;
+    let c = super::consumer(bootstrap);
+    let (_, high) = c.fetch_watermarks(topic, 0, Duration::from_secs(10)).expect("the topic's end");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning).expect("tpl");
+    c.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let at_end = |c: &rdkafka::consumer::BaseConsumer| {
+        c.position()
+            .ok()
+            .and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
+            .is_some_and(|o| o >= high)
+    };
+    while !at_end(&c) {
+        assert!(Instant::now() < deadline, "{topic} was not read to its end ({high}) within 60 s");
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            each(&m);
+        }
+    }
+    high
 }
 
 /// Source records of `topic` whose replication the target has committed: the sum over its

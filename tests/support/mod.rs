@@ -96,6 +96,22 @@ pub fn create_topic(bootstrap: &str, name: &str, partitions: i32, rf: i32, confi
     );
 }
 
+/// Every config entry `topic` has on `bootstrap`, whatever set it (topic, broker, default).
+pub fn topic_config_entries(bootstrap: &str, topic: &str) -> Vec<rdkafka::admin::ConfigEntry> {
+    let admin = ClusterAdmin::connect(&cluster("test", bootstrap), &ClientSettings::default()).expect("admin client");
+    let mut all = admin.topic_configs(&[topic]).unwrap_or_else(|e| panic!("describe {topic}: {e}"));
+    all.remove(topic).and_then(Result::ok).unwrap_or_default()
+}
+
+/// The configs set on `topic` itself (not inherited from the broker or Kafka's defaults).
+pub fn topic_level_configs(bootstrap: &str, topic: &str) -> std::collections::HashMap<String, String> {
+    topic_config_entries(bootstrap, topic)
+        .into_iter()
+        .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
+}
+
 /// Grows a topic to `partitions`.
 pub fn grow_topic(bootstrap: &str, name: &str, partitions: i32) {
     let admin = ClusterAdmin::connect(&cluster("test", bootstrap), &ClientSettings::default()).expect("admin client");

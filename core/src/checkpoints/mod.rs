@@ -25,8 +25,10 @@ use crate::offsets::store::{encode_run_key, positions_topic, Mappings, TopicTail
 use crate::pipeline::{FlowError, Periodic};
 use crate::policy::{ReplicationPolicy, WasmFilters};
 
-/// How long catching up with a mapping topic may take per round.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one step of a checkpoint round may wait on a cluster: catching up with a mapping
+/// topic, or flushing the round's checkpoints. A round runs every few seconds, so a step that
+/// takes longer reports and the next round tries again.
+const ROUND_STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether a checkpoint at (`upstream`, `downstream`) replaces `last`: when something changed
 /// and the translation did not go backwards, or when the group itself went back upstream.
@@ -174,13 +176,13 @@ impl CheckpointTask {
         translation: &mut Translation,
         back_tail: &mut Option<TopicTail>,
     ) -> Result<(), FlowError> {
-        self.forward_tail.catch_up(READ_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
+        self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
         // The reverse flow's positions live on this flow's source; it may start later.
         if back_tail.is_none() {
             *back_tail = self.open_back_tail()?;
         }
         if let Some(tail) = back_tail {
-            tail.catch_up(READ_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+            tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.back.apply(k, v))?;
             // The reverse flow deletes the runs of its own deleted topics.
             translation.back.orphaned.clear();
         }
@@ -254,7 +256,7 @@ impl CheckpointTask {
             moved_groups += usize::from(moved);
         }
         if written > 0 {
-            let _ = self.producer.flush(READ_TIMEOUT);
+            let _ = self.producer.flush(ROUND_STEP_TIMEOUT);
         }
         CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
         // A run can only go when a later one exists: partitions with one run cost no request.
@@ -310,7 +312,7 @@ impl CheckpointTask {
                 return;
             }
         }
-        if let Err(e) = self.producer.flush(READ_TIMEOUT) {
+        if let Err(e) = self.producer.flush(ROUND_STEP_TIMEOUT) {
             // Not forgotten here: the next round finds the same runs and deletes them again.
             FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
             return;

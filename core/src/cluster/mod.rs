@@ -85,6 +85,19 @@ pub enum ClusterError {
     },
 }
 
+/// Settings of every consumer strait assigns partitions to and never joins a group with (the
+/// data path's fetcher, position readers, lag probes); the operator cannot change them.
+/// librdkafka requires a `group.id` even for assigned partitions; strait never joins or commits
+/// it, positions live in the position topic. Read committed, so aborted transactions never show.
+pub const ASSIGN_ONLY_CONSUMER: &[(&str, &str)] = &[
+    ("group.id", "strait"),
+    ("enable.auto.commit", "false"),
+    ("enable.auto.offset.store", "false"),
+    ("auto.offset.reset", "earliest"),
+    ("enable.partition.eof", "false"),
+    ("isolation.level", "read_committed"),
+];
+
 /// Creates an rdkafka client of type `T` for `cluster`: strait's `defaults`, then the operator's
 /// settings over them, then strait's `forced` settings on top (those keep delivery guarantees).
 pub fn create_client<T, C>(

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use metrics::{counter, histogram, Counter, Histogram};
 
+use crate::slot_vec::SlotVec;
+
 /// The metric handles of one remote topic-partition.
 #[derive(Clone)]
 pub struct PartitionMetrics {
@@ -83,7 +85,7 @@ impl AckRound {
 /// Per-partition rounds, indexed by slot, with the list of slots touched since the last take.
 #[derive(Debug, Default)]
 pub struct AckRounds {
-    rounds: Vec<AckRound>,
+    rounds: SlotVec<AckRound>,
     touched: Vec<u32>,
 }
 
@@ -91,13 +93,11 @@ impl AckRounds {
     /// Counts one acknowledged record of `slot`.
     pub fn add(&mut self, slot: u32, bytes: usize, latency_ms: i64) {
         let i = slot as usize;
-        if self.rounds.len() <= i {
-            self.rounds.resize(i + 1, AckRound::default());
-        }
-        if self.rounds[i].records == 0 {
+        let round = self.rounds.entry(i);
+        if round.records == 0 {
             self.touched.push(slot);
         }
-        self.rounds[i].add(bytes, latency_ms);
+        round.add(bytes, latency_ms);
     }
 
     /// The rounds counted since the last call, each slot once; the counts start again at zero.

@@ -111,6 +111,22 @@ struct Flow {
     revoked: Vec<Sender<()>>,
 }
 
+impl Flow {
+    /// The flow's run ended, failed or stopped: its positions are stored, so the group may hand
+    /// its revoked tasks on, and the memberships a reload replaced leave (into `leaving`, until
+    /// their threads end).
+    fn run_ended(&mut self, leaving: &mut Vec<Membership>) {
+        self.control = None;
+        for done in self.revoked.drain(..) {
+            let _ = done.send(());
+        }
+        for old in self.retiring.drain(..) {
+            old.leave();
+            leaving.push(old);
+        }
+    }
+}
+
 struct Built {
     flow: String,
     generation: u64,
@@ -367,14 +383,7 @@ impl Supervisor {
     /// The flow failed: restart it later, park it, or (fail-fast) stop everything.
     fn failed(&mut self, name: &str, error: FlowError, ran: Duration) {
         let Some(f) = self.flows.get_mut(name) else { return };
-        f.control = None;
-        for done in f.revoked.drain(..) {
-            let _ = done.send(());
-        }
-        for old in f.retiring.drain(..) {
-            old.leave();
-            self.leaving.push(old);
-        }
+        f.run_ended(&mut self.leaving);
         let reason = error.to_string();
         if self.options.fail_fast {
             self.set_state(name, State::Stopped, &reason);
@@ -399,15 +408,7 @@ impl Supervisor {
     /// The flow stopped as asked: then stay stopped, start again with its new config, or go.
     fn stopped(&mut self, name: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
-        f.control = None;
-        // Its positions are stored: the group may hand the revoked tasks on.
-        for done in f.revoked.drain(..) {
-            let _ = done.send(());
-        }
-        for old in f.retiring.drain(..) {
-            old.leave();
-            self.leaving.push(old);
-        }
+        f.run_ended(&mut self.leaving);
         match f.then {
             Then::Restart => {
                 self.set_state(name, State::Stopped, "its config changed; starting it with the new one");

@@ -2,7 +2,7 @@
 //! (`RemoteClusterUtils`, `MirrorClient`) read what strait writes and the other way round.
 //! Kafka protocol encoding throughout (see [`super::wire`]).
 
-use super::wire::{put_i16, put_i32, put_i64, put_string, Reader};
+use super::wire::{put_i16, put_i32, put_i64, put_string, topic_partition_key, Reader};
 
 /// An offset sync (`mm2-offset-syncs.<alias>.internal`): upstream offset → downstream offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,10 +16,7 @@ pub struct OffsetSync {
 impl OffsetSync {
     /// Key: topic STRING, partition INT32 (the source topic-partition).
     pub fn encode_key(topic: &str, partition: i32) -> Vec<u8> {
-        let mut out = Vec::with_capacity(topic.len() + 6);
-        put_string(&mut out, topic);
-        put_i32(&mut out, partition);
-        out
+        topic_partition_key(topic, partition)
     }
 
     /// Value: upstream offset INT64, downstream offset INT64.

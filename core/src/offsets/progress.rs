@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use crate::slot_vec::SlotVec;
+
 /// Index of a source topic-partition within a flow (see `pipeline::slots`).
 pub type SlotId = u32;
 
@@ -39,16 +41,12 @@ impl PartitionProgress {
 /// ```
 #[derive(Debug, Default)]
 pub struct Progress {
-    partitions: Vec<PartitionProgress>,
+    partitions: SlotVec<PartitionProgress>,
 }
 
 impl Progress {
     fn slot(&mut self, slot: SlotId) -> &mut PartitionProgress {
-        let i = slot as usize;
-        if self.partitions.len() <= i {
-            self.partitions.resize_with(i + 1, Default::default);
-        }
-        &mut self.partitions[i]
+        self.partitions.entry(slot as usize)
     }
 
     /// A record at `offset` was handed to the producer.

@@ -17,8 +17,8 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::runs::{PartitionMap, Run};
-use super::wire::{put_i16, put_i32, put_i64, put_string, Reader};
-use crate::cluster::{create_client, ClusterAdmin, ClusterError, TopicSpec};
+use super::wire::{put_i16, put_i64, Reader};
+use crate::cluster::{create_client, ClusterAdmin, ClusterError, TopicSpec, ASSIGN_ONLY_CONSUMER};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// Where a source partition resumes, and the run of the offset mapping still growing there.
@@ -53,12 +53,7 @@ pub const POSITIONS_TOPIC_CONFIGS: [(&str, &str); 3] =
     [("segment.ms", "3600000"), ("segment.bytes", "16777216"), ("delete.retention.ms", "3600000")];
 
 /// Encodes the key of a position record.
-pub fn encode_key(topic: &str, partition: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(topic.len() + 6);
-    put_string(&mut out, topic);
-    put_i32(&mut out, partition);
-    out
-}
+pub use super::wire::topic_partition_key as encode_key;
 
 /// Encodes the value of a position record: version 0 carries the next offset only, version 1
 /// adds the open run.
@@ -239,12 +234,7 @@ impl TopicTail {
             settings,
             "consumer",
             &[],
-            &[
-                ("group.id", "strait"),
-                ("enable.auto.commit", "false"),
-                ("isolation.level", "read_committed"),
-                ("enable.partition.eof", "false"),
-            ],
+            ASSIGN_ONLY_CONSUMER,
             rdkafka::consumer::DefaultConsumerContext,
         )?;
         let ends: BaseConsumer = create_client(
@@ -252,7 +242,8 @@ impl TopicTail {
             settings,
             "consumer",
             &[],
-            &[("group.id", "strait"), ("enable.auto.commit", "false"), ("isolation.level", "read_uncommitted")],
+            // The end of the log itself (past open transactions), not the last stable offset.
+            &[ASSIGN_ONLY_CONSUMER, &[("isolation.level", "read_uncommitted")]].concat(),
             rdkafka::consumer::DefaultConsumerContext,
         )?;
         Ok(Self {

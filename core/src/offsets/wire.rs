@@ -60,6 +60,15 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The key of a record about one topic-partition: topic STRING, partition INT32. Position
+/// records and MM2's offset syncs share it.
+pub fn topic_partition_key(topic: &str, partition: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(topic.len() + 6);
+    put_string(&mut out, topic);
+    put_i32(&mut out, partition);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::FlowView;
-use crate::cluster::{create_client, ClusterError};
+use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::pipeline::{now_millis, FlowError};
 
 /// How long finding the oldest unreplicated record may take.
@@ -35,12 +35,7 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
         &view.flow.consumer,
         "consumer",
         &[],
-        &[
-            ("group.id", "strait"),
-            ("enable.auto.commit", "false"),
-            ("isolation.level", "read_committed"),
-            ("enable.partition.eof", "false"),
-        ],
+        ASSIGN_ONLY_CONSUMER,
         DefaultConsumerContext,
     )?;
     let fail = |what: String, e: rdkafka::error::KafkaError| ClusterError::Client {

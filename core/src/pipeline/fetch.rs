@@ -21,6 +21,7 @@ use super::stage::Handoff;
 use super::{FlowError, Slots};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
+use crate::slot_vec::SlotVec;
 
 /// A source partition to start reading.
 #[derive(Debug, Clone)]
@@ -126,8 +127,8 @@ pub struct FetchStage {
 /// out to the filter stage.
 pub struct FetchTask {
     stage: FetchStage,
-    by_topic: HashMap<String, Vec<Option<SlotId>>>,
-    metrics: Vec<Option<PartitionMetrics>>,
+    by_topic: HashMap<String, SlotVec<Option<SlotId>>>,
+    metrics: SlotVec<Option<PartitionMetrics>>,
     assigned: usize,
     pending: PendingAssignments,
     lag: LagTracker,
@@ -144,7 +145,7 @@ impl FetchStage {
         FetchTask {
             stage: self,
             by_topic: HashMap::new(),
-            metrics: Vec::new(),
+            metrics: SlotVec::default(),
             assigned: 0,
             pending: PendingAssignments::default(),
             lag: LagTracker::default(),
@@ -276,8 +277,8 @@ impl FetchStage {
     fn assign(
         &self,
         new: &[NewPartition],
-        by_topic: &mut HashMap<String, Vec<Option<SlotId>>>,
-        metrics: &mut Vec<Option<PartitionMetrics>>,
+        by_topic: &mut HashMap<String, SlotVec<Option<SlotId>>>,
+        metrics: &mut SlotVec<Option<PartitionMetrics>>,
     ) -> Result<(), String> {
         let mut tpl = TopicPartitionList::new();
         for p in new {
@@ -288,23 +289,16 @@ impl FetchStage {
         let slots = self.slots.read();
         for p in new {
             let parts = by_topic.entry(p.topic.clone()).or_default();
-            let i = p.partition as usize;
-            if parts.len() <= i {
-                parts.resize(i + 1, None);
-            }
-            parts[i] = Some(p.slot);
+            *parts.entry(p.partition as usize) = Some(p.slot);
             let s = p.slot as usize;
-            if metrics.len() <= s {
-                metrics.resize(s + 1, None);
-            }
-            metrics[s] = slots.get(s).map(|slot| slot.metrics.clone());
+            *metrics.entry(s) = slots.get(s).map(|slot| slot.metrics.clone());
         }
         Ok(())
     }
 
     fn fill_batch(
         &self,
-        by_topic: &HashMap<String, Vec<Option<SlotId>>>,
+        by_topic: &HashMap<String, SlotVec<Option<SlotId>>>,
         metrics: &[Option<PartitionMetrics>],
         lag: &mut LagTracker,
         wait: Duration,

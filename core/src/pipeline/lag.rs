@@ -18,6 +18,7 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::offsets::SlotId;
+use crate::slot_vec::SlotVec;
 
 /// How often the lag is reported.
 pub const LAG_EVERY: Duration = Duration::from_secs(1);
@@ -44,7 +45,7 @@ struct SlotLag {
 /// Per-partition memory of what was read, and the clock of the reports.
 #[derive(Debug, Default)]
 pub struct LagTracker {
-    slots: Vec<SlotLag>,
+    slots: SlotVec<SlotLag>,
     next_report: Option<Instant>,
 }
 
@@ -102,11 +103,7 @@ impl LagTracker {
     }
 
     fn slot(&mut self, slot: SlotId) -> &mut SlotLag {
-        let i = slot as usize;
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, SlotLag::default);
-        }
-        &mut self.slots[i]
+        self.slots.entry(slot as usize)
     }
 }
 

@@ -24,7 +24,8 @@ use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::cluster::TopicSpec;
 use crate::cluster::{
-    check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, REACH_TIMEOUT,
+    check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, ASSIGN_ONLY_CONSUMER,
+    REACH_TIMEOUT,
 };
 use crate::config::{ClientSettings, ClusterConfig, Config, FlowConfig, SyncLocation};
 use crate::events::{AssignmentChanged, PositionsLoaded};
@@ -45,17 +46,6 @@ const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
     ("fetch.wait.max.ms", "500"),
     ("fetch.queue.backoff.ms", "5"),
     ("queued.min.messages", "20000"),
-];
-/// Consumer settings that keep the delivery guarantee; the operator cannot change them.
-/// librdkafka requires a `group.id` even for assigned partitions; strait never joins or
-/// commits it, positions live in the position topic.
-const CONSUMER_FORCED: &[(&str, &str)] = &[
-    ("group.id", "strait"),
-    ("enable.auto.commit", "false"),
-    ("enable.auto.offset.store", "false"),
-    ("auto.offset.reset", "earliest"),
-    ("enable.partition.eof", "false"),
-    ("isolation.level", "read_committed"),
 ];
 /// Producer settings strait chooses unless the operator sets them. `message.timeout.ms = 0`
 /// waits for an unavailable target forever, as Kafka Connect's producer does, instead of
@@ -167,8 +157,14 @@ pub fn build_flow(
     PositionsLoaded { flow: &name, topic: &positions_topic(source.alias.as_str()), partitions: positions.len() }.emit();
 
     let slots = Slots::default();
-    let consumer: BaseConsumer =
-        create_client(source, &flow.consumer, "consumer", CONSUMER_DEFAULTS, CONSUMER_FORCED, DefaultConsumerContext)?;
+    let consumer: BaseConsumer = create_client(
+        source,
+        &flow.consumer,
+        "consumer",
+        CONSUMER_DEFAULTS,
+        ASSIGN_ONLY_CONSUMER,
+        DefaultConsumerContext,
+    )?;
 
     let naming: Box<dyn ReplicationPolicy> = Box::new(WasmNaming::new(policy.naming.instantiate(flow)?));
     let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();

@@ -8,6 +8,7 @@
 
 use super::mm2::OffsetSync;
 use super::{Progress, Run, RunTracker, SlotId, SyncRule};
+use crate::slot_vec::SlotVec;
 
 /// An offset in a source partition. A distinct type from [`TargetOffset`] because the two are
 /// both `i64` and swapping them would corrupt the mapping silently.
@@ -102,7 +103,7 @@ enum Entry {
 pub struct Ledger {
     offset_lag_max: Option<i64>,
     /// Indexed by slot id: ids are small and dense (see `pipeline::slots`).
-    slots: Vec<Entry>,
+    slots: SlotVec<Entry>,
     /// Runs closed since the last [`Ledger::take_writes`], in the order they closed.
     closed: Vec<(SlotId, Run)>,
     /// Offset syncs due, in acknowledgement order.
@@ -119,11 +120,7 @@ impl Ledger {
     }
 
     fn entry(&mut self, slot: SlotId) -> &mut Entry {
-        let i = slot as usize;
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, Entry::default);
-        }
-        &mut self.slots[i]
+        self.slots.entry(slot as usize)
     }
 
     /// The slot's state, created on first use; `None` once the slot is retired.
