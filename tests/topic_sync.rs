@@ -240,24 +240,21 @@ fn topic_acls_of_replicated_topics_follow_by_mm2_rules_and_nothing_else_is_copie
         now.sort();
         now
     };
-    want.sort();
-    assert!(
-        wait_until(WAIT, || on_target(&target) == want),
-        "target ACLs {:?}\nlog:\n{}",
-        on_target(&target),
-        strait.log_text()
-    );
+    let wait_for = |want: &mut Vec<TopicAcl>| {
+        want.sort();
+        assert!(
+            wait_until(WAIT, || on_target(&target) == *want),
+            "target ACLs {:?}\nlog:\n{}",
+            on_target(&target),
+            strait.log_text()
+        );
+    };
+    wait_for(&mut want);
 
     // Sentinel: a binding added later arrives in a later round; the refused ones had every chance.
     source.create_topic_acls(&[acl("orders", false, "eve", AclOperation::Read, true)]).expect("a later ACL");
     want.push(acl("us-east.orders", false, "eve", AclOperation::Read, true));
-    want.sort();
-    assert!(
-        wait_until(WAIT, || on_target(&target) == want),
-        "target ACLs {:?}\nlog:\n{}",
-        on_target(&target),
-        strait.log_text()
-    );
+    wait_for(&mut want);
     // Kafka's own tool reads the same bindings back.
     let listed = kafka_sh_stdout(&[
         "tool",

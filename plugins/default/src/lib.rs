@@ -45,18 +45,7 @@ impl naming::Guest for DefaultPolicy {
     fn upstream_topic(topic: String) -> Option<String> {
         rules::upstream_topic(separator(), &topic)
     }
-    fn is_internal_topic(topic: String) -> bool {
-        rules::is_internal_topic(separator(), &topic)
-    }
-    fn heartbeats_topic() -> String {
-        "heartbeats".into()
-    }
-    fn checkpoints_topic(cluster_alias: String) -> String {
-        rules::checkpoints_topic(separator(), &cluster_alias)
-    }
-    fn offset_syncs_topic(cluster_alias: String) -> String {
-        rules::offset_syncs_topic(separator(), &cluster_alias)
-    }
+    rules::mm2_internal_names!(separator);
 }
 
 // Hooks not listed by `hooks()`: strait never calls them.

@@ -41,6 +41,27 @@ pub fn is_internal_topic(sep: &str, topic: &str) -> bool {
         || topic.ends_with(".internal")
 }
 
+/// The `naming` methods MM2 names the same way under any remote-topic rule: internal topics,
+/// heartbeats, checkpoints and offset syncs. Used inside an `impl naming::Guest` block, with
+/// the function that gives the configured separator.
+#[macro_export]
+macro_rules! mm2_internal_names {
+    ($separator:path) => {
+        fn is_internal_topic(topic: String) -> bool {
+            $crate::is_internal_topic($separator(), &topic)
+        }
+        fn heartbeats_topic() -> String {
+            "heartbeats".into()
+        }
+        fn checkpoints_topic(cluster_alias: String) -> String {
+            $crate::checkpoints_topic($separator(), &cluster_alias)
+        }
+        fn offset_syncs_topic(cluster_alias: String) -> String {
+            $crate::offset_syncs_topic($separator(), &cluster_alias)
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
