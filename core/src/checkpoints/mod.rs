@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::{BaseRecord, Producer};
 
 pub use groups::{Committed, Groups};
@@ -146,6 +147,8 @@ pub struct CheckpointTask {
     pub source: ClusterConfig,
     /// Client settings for reading on the source.
     pub source_settings: ClientSettings,
+    /// Finds where the reverse flow's position topic on the source ends (shared per cluster).
+    pub source_ends: Arc<BaseConsumer>,
     /// Reads this flow's position topic on the target.
     pub forward_tail: TopicTail,
     /// A producer on the target.
@@ -331,7 +334,7 @@ impl CheckpointTask {
         if !self.source_groups.topic_exists(&topic)? {
             return Ok(None);
         }
-        TopicTail::open(&self.source, &self.source_settings, &topic)
+        TopicTail::open_with_ends(&self.source, &self.source_settings, &topic, self.source_ends.clone())
             .map(|t| Some(t.abandon_when(self.forward_tail.abandon_flag())))
     }
 

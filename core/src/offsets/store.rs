@@ -211,14 +211,29 @@ pub fn read_topic(
     TopicTail::open(cluster, settings, topic)?.catch_up(timeout, on_record)
 }
 
+/// A client that finds where internal topics on `cluster` end: the end of the log itself (past
+/// open transactions), not the last stable offset. It never fetches, so any number of
+/// [`TopicTail`]s of one cluster can share it.
+pub fn end_reader(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<BaseConsumer, ClusterError> {
+    create_client(
+        cluster,
+        settings,
+        "consumer",
+        &[],
+        &[ASSIGN_ONLY_CONSUMER, &[("isolation.level", "read_uncommitted")]].concat(),
+        rdkafka::consumer::DefaultConsumerContext,
+    )
+}
+
 /// Follows partition 0 of a single-partition internal topic: each [`TopicTail::catch_up`] reads
 /// what was appended since the last one, `read_committed`.
 pub struct TopicTail {
     consumer: BaseConsumer,
     /// Finds the topic's end. A `read_committed` client would be told the last stable offset,
     /// which stops short of every record written after a transaction still open (one a killed
-    /// process left, say): reading only to there would miss newer committed positions.
-    ends: BaseConsumer,
+    /// process left, say): reading only to there would miss newer committed positions. It only
+    /// asks for watermarks, so one serves every reader of a cluster ([`end_reader`]).
+    ends: Arc<BaseConsumer>,
     topic: String,
     alias: String,
     assigned: bool,
@@ -227,23 +242,25 @@ pub struct TopicTail {
 }
 
 impl TopicTail {
-    /// A reader at the beginning of `topic` on `cluster`.
+    /// A reader at the beginning of `topic` on `cluster`, with an end reader of its own.
     pub fn open(cluster: &ClusterConfig, settings: &ClientSettings, topic: &str) -> Result<Self, ClusterError> {
+        Self::open_with_ends(cluster, settings, topic, Arc::new(end_reader(cluster, settings)?))
+    }
+
+    /// A reader at the beginning of `topic` on `cluster` that finds the topic's end through
+    /// `ends`, an [`end_reader`] of that cluster it shares with other readers.
+    pub fn open_with_ends(
+        cluster: &ClusterConfig,
+        settings: &ClientSettings,
+        topic: &str,
+        ends: Arc<BaseConsumer>,
+    ) -> Result<Self, ClusterError> {
         let consumer: BaseConsumer = create_client(
             cluster,
             settings,
             "consumer",
             &[],
             ASSIGN_ONLY_CONSUMER,
-            rdkafka::consumer::DefaultConsumerContext,
-        )?;
-        let ends: BaseConsumer = create_client(
-            cluster,
-            settings,
-            "consumer",
-            &[],
-            // The end of the log itself (past open transactions), not the last stable offset.
-            &[ASSIGN_ONLY_CONSUMER, &[("isolation.level", "read_uncommitted")]].concat(),
             rdkafka::consumer::DefaultConsumerContext,
         )?;
         Ok(Self {

@@ -32,7 +32,7 @@ use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::group::{group_id, GroupSession, Tasks};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{load_positions, positions_topic, read_topic, TopicTail};
+use crate::offsets::store::{end_reader, load_positions, positions_topic, read_topic, TopicTail};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
 use crate::topics::{Discovery, TopicSync};
 
@@ -78,9 +78,21 @@ pub struct Shared {
     /// Admin clients (topic creation and discovery, config and ACL sync), one per cluster
     /// and settings, shared by the cluster's aliases.
     pub admins: PerCluster<AdminConnection>,
+    /// The clients that find where position topics end for the checkpoint rounds' readers,
+    /// one per cluster and settings.
+    pub end_readers: PerCluster<BaseConsumer>,
 }
 
 impl Shared {
+    /// The end reader of `cluster` every position-topic reader of its flows shares.
+    fn end_reader(
+        &self,
+        cluster: &ClusterConfig,
+        settings: &ClientSettings,
+    ) -> Result<Arc<BaseConsumer>, ClusterError> {
+        self.end_readers.get(cluster, settings, || end_reader(cluster, settings))
+    }
+
     /// Group operations on `cluster`, through the lister its aliases share.
     fn groups(&self, cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Arc<Groups>, ClusterError> {
         let lister = self.group_listers.get(cluster, settings, || Groups::lister(cluster, settings))?;
@@ -95,7 +107,11 @@ impl Shared {
         for (alias, settings) in [(&flow.source, &flow.source_admin), (&flow.target, &flow.target_admin)] {
             if let Some(cluster) = config.cluster(alias) {
                 self.admins.forget(cluster, settings);
+                self.end_readers.forget(cluster, settings);
             }
+        }
+        if let Some(source) = config.cluster(&flow.source) {
+            self.end_readers.forget(source, &flow.consumer);
         }
     }
 }
@@ -283,8 +299,14 @@ pub fn build_flow(
                 target_groups: shared.groups(target, &flow.target_admin)?,
                 source: source.clone(),
                 source_settings: flow.consumer.clone(),
-                forward_tail: TopicTail::open(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?
-                    .abandon_when(Some(control.stop_flag())),
+                source_ends: shared.end_reader(source, &flow.consumer)?,
+                forward_tail: TopicTail::open_with_ends(
+                    target,
+                    &flow.target_admin,
+                    &positions_topic(source.alias.as_str()),
+                    shared.end_reader(target, &flow.target_admin)?,
+                )?
+                .abandon_when(Some(control.stop_flag())),
                 producer,
                 topic,
                 last,
