@@ -4,7 +4,12 @@
 //! threads, RSS and CPU are read over an idle window and again under a moderate load spread over
 //! the N topics. Prints a Markdown table, and the cost of each flow added.
 //!
+//! With `hub` instead of counts, both run one hub-and-spoke config instead: us-west is the hub,
+//! four clusters of their own are the spokes, each spoke's `orders` fans in to the hub and the
+//! hub's `config` fans out to every spoke (8 flows).
+//!
 //! Usage: strait-flows EAST WEST COUNTS (e.g. 1,20)
+//!        strait-flows EAST WEST hub SPOKE1,SPOKE2,SPOKE3,SPOKE4 (bootstrap servers)
 //! (benches/flows.sh builds it and strait, starts the stand and runs it from the repository root.)
 
 #[path = "../admin.rs"]
@@ -52,6 +57,15 @@ impl Who {
     }
 }
 
+/// What one run replicates: the config both contenders run, the remote topics that show every
+/// flow is up, and the topics the load goes to, each with its cluster's bootstrap servers.
+struct Layout {
+    flows: usize,
+    config: String,
+    remote: Vec<(String, String)>,
+    load: Vec<(String, String)>,
+}
+
 /// One contender's figures at one flow count.
 struct Figures {
     who: Who,
@@ -83,27 +97,50 @@ impl Figures {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = std::env::current_dir().context("current directory")?;
+    let out = std::env::temp_dir().join(format!("strait-flows-{}", std::process::id()));
+    std::fs::create_dir_all(&out).context("log directory")?;
+    eprintln!("strait-flows: logs and configs in {}", out.display());
+    // STRAIT_FLOWS_ONLY=strait (or mm2) runs one contender, for looking into one.
+    let only = std::env::var("STRAIT_FLOWS_ONLY").ok();
+    let contenders = || [Who::Strait, Who::Mm2].into_iter().filter(|w| only.as_deref().is_none_or(|o| o == w.name()));
+    if let [_, west, mode, spokes] = args.as_slice() {
+        if mode != "hub" {
+            bail!("usage: strait-flows EAST WEST hub SPOKE1,SPOKE2,SPOKE3,SPOKE4");
+        }
+        let spokes: Vec<String> = spokes.split(',').map(str::to_string).collect();
+        let mut all = Vec::new();
+        for who in contenders() {
+            let tag = format!("hub{}{}", std::process::id(), who.name());
+            let layout = hub_and_spokes(who, west, &spokes, &tag)?;
+            let f = measure(who, &root, &out, &layout, &tag)?;
+            eprintln!("{}", f.row());
+            all.push(f);
+        }
+        print_table(&all, &[8]);
+        return Ok(());
+    }
     let [east, west, counts] = args.as_slice() else {
-        bail!("usage: strait-flows EAST WEST COUNTS (e.g. 1,20)");
+        bail!("usage: strait-flows EAST WEST COUNTS (e.g. 1,20), or strait-flows EAST WEST hub SPOKE1,SPOKE2,SPOKE3,SPOKE4");
     };
     let counts: Vec<usize> = counts
         .split(',')
         .map(|c| c.trim().parse().context("COUNTS: numbers separated by commas"))
         .collect::<Result<_, _>>()?;
-    let root = std::env::current_dir().context("current directory")?;
-    let out = std::env::temp_dir().join(format!("strait-flows-{}", std::process::id()));
-    std::fs::create_dir_all(&out).context("log directory")?;
-    eprintln!("strait-flows: logs and configs in {}", out.display());
     let mut all = Vec::new();
     for &n in &counts {
-        // STRAIT_FLOWS_ONLY=strait (or mm2) runs one contender, for looking into one.
-        let only = std::env::var("STRAIT_FLOWS_ONLY").ok();
-        for who in [Who::Strait, Who::Mm2].into_iter().filter(|w| only.as_deref().is_none_or(|o| o == w.name())) {
+        for who in contenders() {
             // Fresh topics per run: each contender starts from empty topics and its own names.
             let tag = format!("fl{}{}{n}", std::process::id(), who.name());
             let topics: Vec<String> = (1..=n).map(|i| format!("flows-{tag}-{i}")).collect();
             admin::create_topics(east, &topics, PARTITIONS)?;
-            let f = measure(who, &root, &out, east, west, &topics, &tag)?;
+            let layout = Layout {
+                flows: n,
+                config: config(who, east, west, &topics),
+                remote: topics.iter().enumerate().map(|(i, t)| (west.clone(), format!("f{}.{t}", i + 1))).collect(),
+                load: topics.iter().map(|t| (east.clone(), t.clone())).collect(),
+            };
+            let f = measure(who, &root, &out, &layout, &tag)?;
             eprintln!("{}", f.row());
             all.push(f);
         }
@@ -132,25 +169,46 @@ fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
         for alias in &aliases {
             c += &format!("{alias}->us-west.emit.heartbeats.enabled = true\n");
         }
-        // The stand's us-west has one broker; MM2's own topics default to 3 replicas.
-        c += "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n\
-              offset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\nconfig.storage.replication.factor = 1\n\
-              sync.topic.acls.enabled = false\n";
+        c += MM2_SINGLE_BROKER;
     }
     c
 }
 
-fn measure(
-    who: Who,
-    root: &Path,
-    out: &Path,
-    east: &str,
-    west: &str,
-    topics: &[String],
-    tag: &str,
-) -> anyhow::Result<Figures> {
+/// MM2's own topics default to 3 replicas; the stand's us-west and the spokes have one broker.
+const MM2_SINGLE_BROKER: &str = "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
+    offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n\
+    config.storage.replication.factor = 1\nsync.topic.acls.enabled = false\n";
+
+/// Hub `hub` (us-west) and spokes `s1`..`s4`: `sI->hub` replicates the spoke's orders topic,
+/// `hub->sI` the hub's config topic; the topics are made here, `tag` keeps them fresh.
+fn hub_and_spokes(who: Who, hub: &str, spokes: &[String], tag: &str) -> anyhow::Result<Layout> {
+    let (orders, config_topic) = (format!("orders-{tag}"), format!("config-{tag}"));
+    admin::create_topics(hub, std::slice::from_ref(&config_topic), PARTITIONS)?;
+    let aliases: Vec<String> = (1..=spokes.len()).map(|i| format!("s{i}")).collect();
+    let mut c =
+        format!("clusters = hub, {}\nhub.bootstrap.servers = {hub}\nreplication.factor = 1\n", aliases.join(", "));
+    let mut layout = Layout { flows: 2 * spokes.len(), config: String::new(), remote: Vec::new(), load: Vec::new() };
+    for (alias, spoke) in aliases.iter().zip(spokes) {
+        admin::create_topics(spoke, std::slice::from_ref(&orders), PARTITIONS)?;
+        c += &format!(
+            "{alias}.bootstrap.servers = {spoke}\n{alias}->hub.enabled = true\n{alias}->hub.topics = {orders}\n\
+             hub->{alias}.enabled = true\nhub->{alias}.topics = {config_topic}\n"
+        );
+        layout.remote.push((hub.to_string(), format!("{alias}.{orders}")));
+        layout.remote.push((spoke.clone(), format!("hub.{config_topic}")));
+        layout.load.push((spoke.clone(), orders.clone()));
+    }
+    layout.load.push((hub.to_string(), config_topic));
+    if who == Who::Mm2 {
+        c += MM2_SINGLE_BROKER;
+    }
+    layout.config = c;
+    Ok(layout)
+}
+
+fn measure(who: Who, root: &Path, out: &Path, layout: &Layout, tag: &str) -> anyhow::Result<Figures> {
     let path = out.join(format!("{tag}.properties"));
-    std::fs::write(&path, config(who, east, west, topics)).context("config file")?;
+    std::fs::write(&path, &layout.config).context("config file")?;
     let log = std::fs::File::create(out.join(format!("{tag}.log"))).context("log file")?;
     let started = Instant::now();
     let child = Running(match who {
@@ -158,20 +216,21 @@ fn measure(
         Who::Mm2 => spawn::mm2(root, &path, log)?,
     });
     let pid = child.0.id();
-    let remote: Vec<String> = topics.iter().enumerate().map(|(i, t)| format!("f{}.{t}", i + 1)).collect();
-    wait_for_topics(west, &remote, Duration::from_secs(600))
-        .with_context(|| format!("{} never created every remote topic; see {}", who.name(), out.display()))?;
+    for (bootstrap, topic) in &layout.remote {
+        wait_for_topics(bootstrap, std::slice::from_ref(topic), Duration::from_secs(600))
+            .with_context(|| format!("{} never created {topic} on {bootstrap}; see {}", who.name(), out.display()))?;
+    }
     let ready_seconds = started.elapsed().as_secs_f64();
     std::thread::sleep(SETTLE);
 
     let (idle_cpu_percent, idle_rss_mib) = window(pid, None)?;
-    let load = Load::start(east, topics)?;
+    let load = Load::start(&layout.load)?;
     let (load_cpu_percent, load_rss_mib) = window(pid, Some(&load))?;
     drop(load);
     let threads = status_field(pid, "Threads:").unwrap_or(0.0) as u64;
     Ok(Figures {
         who,
-        flows: topics.len(),
+        flows: layout.flows,
         threads,
         idle_rss_mib,
         idle_cpu_percent,
@@ -230,7 +289,7 @@ impl Drop for Running {
     }
 }
 
-/// `LOAD_RATE` records a second round-robin over the topics, until dropped.
+/// `LOAD_RATE` records a second round-robin over the topics (each on its cluster), until dropped.
 struct Load {
     stop: Arc<AtomicBool>,
     failed: Arc<AtomicBool>,
@@ -238,14 +297,20 @@ struct Load {
 }
 
 impl Load {
-    fn start(east: &str, topics: &[String]) -> anyhow::Result<Self> {
-        let producer: BaseProducer = ClientConfig::new()
-            .set("bootstrap.servers", east)
-            .set("linger.ms", "5")
-            .create()
+    fn start(topics: &[(String, String)]) -> anyhow::Result<Self> {
+        // One producer per cluster; each topic names its producer by index.
+        let mut bootstraps: Vec<&str> = topics.iter().map(|(b, _)| b.as_str()).collect();
+        bootstraps.sort_unstable();
+        bootstraps.dedup();
+        let producers: Vec<BaseProducer> = bootstraps
+            .iter()
+            .map(|b| ClientConfig::new().set("bootstrap.servers", *b).set("linger.ms", "5").create())
+            .collect::<Result<_, _>>()
             .context("load producer")?;
+        let topics: Vec<(usize, String)> =
+            topics.iter().map(|(b, t)| (bootstraps.iter().position(|x| x == b).unwrap_or(0), t.clone())).collect();
         let (stop, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        let (stop_flag, failed_flag, topics) = (stop.clone(), failed.clone(), topics.to_vec());
+        let (stop_flag, failed_flag) = (stop.clone(), failed.clone());
         let thread = std::thread::spawn(move || {
             let value = vec![b'x'; VALUE];
             let started = Instant::now();
@@ -253,15 +318,19 @@ impl Load {
             while !stop_flag.load(Ordering::Relaxed) {
                 let due = (started.elapsed().as_secs_f64() * LOAD_RATE as f64) as u64;
                 while sent < due {
-                    let topic = &topics[sent as usize % topics.len()];
-                    if producer.send(BaseRecord::<(), [u8]>::to(topic).payload(&value[..])).is_err() {
+                    let (p, topic) = &topics[sent as usize % topics.len()];
+                    if producers[*p].send(BaseRecord::<(), [u8]>::to(topic).payload(&value[..])).is_err() {
                         failed_flag.store(true, Ordering::Relaxed);
                     }
                     sent += 1;
                 }
-                producer.poll(Duration::from_millis(10));
+                for p in &producers {
+                    p.poll(Duration::from_millis(10) / producers.len() as u32);
+                }
             }
-            let _ = producer.flush(Duration::from_secs(10));
+            for p in &producers {
+                let _ = p.flush(Duration::from_secs(10));
+            }
         });
         Ok(Self { stop, failed, thread: Some(thread) })
     }
