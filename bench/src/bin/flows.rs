@@ -161,6 +161,9 @@ fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
             "{alias}.bootstrap.servers = {east}\n{alias}->us-west.enabled = true\n{alias}->us-west.topics = {topic}\n"
         );
     }
+    if who == Who::Strait {
+        c += &strait_extra(&aliases);
+    }
     if who == Who::Mm2 {
         // MM2 builds a Connect herder for every ordered pair of clusters whose heartbeats are on,
         // enabled or not: 420 for 21 aliases, which it never finished starting here in 10
@@ -172,6 +175,22 @@ fn config(who: Who, east: &str, west: &str, topics: &[String]) -> String {
         c += MM2_SINGLE_BROKER;
     }
     c
+}
+
+/// Lines of `STRAIT_FLOWS_EXTRA` added to strait's config of the counted flows, for trying a
+/// setting: a line with `@SOURCE@` is written once per source alias with the alias in its
+/// place (`@SOURCE@.consumer.fetch.min.bytes = 16384`), any other line once.
+fn strait_extra(aliases: &[String]) -> String {
+    let extra = std::env::var("STRAIT_FLOWS_EXTRA").unwrap_or_default();
+    let mut out = String::new();
+    for line in extra.lines() {
+        if line.contains("@SOURCE@") {
+            aliases.iter().for_each(|a| out += &format!("{}\n", line.replace("@SOURCE@", a)));
+        } else {
+            out += &format!("{line}\n");
+        }
+    }
+    out
 }
 
 /// MM2's own topics default to 3 replicas; the stand's us-west and the spokes have one broker.
