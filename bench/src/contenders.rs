@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::Context;
 use serde::Serialize;
@@ -57,19 +57,12 @@ impl Contender {
 
 /// A contender replicating.
 pub struct Running {
-    /// Its process (for MM2, the JVM: `kafka.sh mm2` execs it).
-    pub child: Child,
+    /// Its process (for MM2, the JVM: `kafka.sh mm2` execs it), killed when this is dropped.
+    pub child: spawn::KillOnDrop,
     /// Where its records land on us-west.
     pub target_topic: String,
     /// strait's metrics port.
     pub metrics_port: Option<u16>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Starts `contender` replicating `source_topic` (with `partitions`) from us-east to us-west;
@@ -127,5 +120,5 @@ pub fn start(
             (child, format!("{alias}.{source_topic}"))
         }
     };
-    Ok(Running { child, target_topic, metrics_port })
+    Ok(Running { child: spawn::KillOnDrop(child), target_topic, metrics_port })
 }

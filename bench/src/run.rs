@@ -62,7 +62,7 @@ pub fn drain(
 ) -> anyhow::Result<Drain> {
     let started = Instant::now();
     let running = start(contender, stand, source_topic, partitions, run, out)?;
-    let pid = running.child.id();
+    let pid = running.child.0.id();
     let mut first: Option<(Instant, f64)> = None;
     let mut watermarks = None;
     loop {

@@ -6,6 +6,16 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::Context;
 
+/// A replicator's process, killed (and reaped) when dropped, so a failed run leaves none behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `strait run` (the binary at `bin`) on `config`, logging warnings to `log`, with its
 /// metrics on a free port, which it returns.
 pub fn strait(bin: &Path, config: &Path, log: File) -> anyhow::Result<(Child, u16)> {

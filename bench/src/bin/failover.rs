@@ -148,7 +148,7 @@ fn replicate_and_fail_over(
     admin::create_topics(&stand.east, std::slice::from_ref(&topic), 3)?;
     produce_layout(&stand.east, &topic, &scenario.layout)?;
     let child = start(stand, contender, scenario, &alias, &topic, &group, out)?;
-    let _stop = KillOnDrop(child);
+    let _stop = spawn::KillOnDrop(child);
 
     let remote = format!("{alias}.{topic}");
     let total: i64 = scenario.layout.iter().sum();
@@ -169,15 +169,6 @@ fn replicate_and_fail_over(
     }
     commit(&stand.east, &group, &topic, &scenario.committed)?;
     stable_checkpoints(&stand.west, &format!("{alias}.checkpoints.internal"), &group, &remote)
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Starts `contender` on a flow `alias`->us-west of `topic` for `group`, both checkpointing

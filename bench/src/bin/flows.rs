@@ -22,7 +22,6 @@ mod process;
 mod spawn;
 
 use std::path::Path;
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -230,7 +229,7 @@ fn measure(who: Who, root: &Path, out: &Path, layout: &Layout, tag: &str) -> any
     std::fs::write(&path, &layout.config).context("config file")?;
     let log = std::fs::File::create(out.join(format!("{tag}.log"))).context("log file")?;
     let started = Instant::now();
-    let child = Running(match who {
+    let child = spawn::KillOnDrop(match who {
         Who::Strait => spawn::strait(&root.join("target/release/strait"), &path, log)?.0,
         Who::Mm2 => spawn::mm2(root, &path, log)?,
     });
@@ -296,16 +295,6 @@ fn wait_for_topics(west: &str, topics: &[String], timeout: Duration) -> anyhow::
         std::thread::sleep(Duration::from_secs(1));
     }
     bail!("not within {} s", timeout.as_secs())
-}
-
-/// Kills the contender when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `LOAD_RATE` records a second round-robin over the topics (each on its cluster), until dropped.
