@@ -35,7 +35,12 @@ impl Contender {
     }
 
     /// The settings it runs with, for the results file.
-    pub fn settings(self, partitions: i32, codec: &str) -> String {
+    pub fn settings(self, partitions: i32, codec: &str, strait_extra: &[String]) -> String {
+        let tried = if strait_extra.is_empty() {
+            String::new()
+        } else {
+            format!("; tried here: `{}`", strait_extra.join("`, `"))
+        };
         match self {
             Contender::Ceiling => format!(
                 "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
@@ -44,7 +49,7 @@ impl Contender {
             Contender::Strait => format!(
                 "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer (compression.type={codec}; lz4 is the default), with a \
                  16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
-                 offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s"
+                 offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
             Contender::Mm2 => format!(
                 "MirrorMaker 2 dedicated mode, tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
@@ -104,7 +109,7 @@ pub fn start(
             (child, target)
         }
         Contender::Strait => {
-            let path = config(common)?;
+            let path = config(format!("{common}{}", stand.strait_extra))?;
             let (child, port) = spawn::strait(&bin("strait")?, &path, log)?;
             metrics_port = Some(port);
             (child, format!("{alias}.{source_topic}"))

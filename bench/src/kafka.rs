@@ -18,6 +18,8 @@ pub struct Stand {
     pub west: String,
     /// The compression codec every contender's target producer uses (`--codec`).
     pub codec: String,
+    /// Lines added to strait's config (`--strait-extra`), each ending in a newline.
+    pub strait_extra: String,
 }
 
 impl Stand {
@@ -25,7 +27,7 @@ impl Stand {
     pub fn start(root: &Path) -> anyhow::Result<Self> {
         let east = kafka_sh(root, &["start", "us-east", "3", "19092"])?;
         let west = kafka_sh(root, &["start", "us-west", "1", "29092"])?;
-        Ok(Self { root: root.to_path_buf(), east, west, codec: "lz4".into() })
+        Ok(Self { root: root.to_path_buf(), east, west, codec: "lz4".into(), strait_extra: String::new() })
     }
 
     /// Creates `topic` on us-east (`east`) or us-west with `partitions` and replication factor 1.

@@ -20,7 +20,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 
 use contenders::Contender;
-use report::{Results, SizeResult};
+use report::{Results, Round, SizeResult};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +67,16 @@ struct Args {
     /// three (strait's default is lz4; MM2's, Connect's, is none).
     #[arg(long, default_value = "lz4")]
     codec: String,
+    /// Steady runs per contender and size, taken in turns (ceiling, strait, mm2, ceiling, ...)
+    /// so that a slow spell of the shared machine falls on all of them. The main table shows
+    /// each contender's run with the median p99; a table per round shows every run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// A line added to strait's config, for trying a setting (e.g.
+    /// `--strait-extra 'us-west.producer.linger.ms = 1'`); may be given several times. The
+    /// results' command line names it.
+    #[arg(long = "strait-extra")]
+    strait_extra: Vec<String>,
 }
 
 /// The command that reproduces this run: the script and the arguments given, less where the
@@ -98,6 +108,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut stand = kafka::Stand::start(&root)?;
     stand.codec = args.codec.clone();
+    stand.strait_extra = args.strait_extra.iter().map(|line| format!("{line}\n")).collect();
     // (record size, backlog records) and the steady run's length.
     let (sizes, default_seconds): (&[(usize, u64)], u64) = if args.quick {
         (&[(100, 100_000), (1024, 30_000), (10240, 3_000)], 5)
@@ -154,31 +165,34 @@ fn main() -> anyhow::Result<()> {
             run::WARM_UP_SECONDS
         );
         let mut steady = Vec::new();
-        for &c in contenders.iter().filter(|_| !args.drain_only) {
-            let s = run::steady(
-                c,
-                &stand,
-                args.partitions,
-                size,
-                rate,
-                steady_seconds,
-                &format!("{}-steady-{size}-{tag}", c.name()),
-                &logs,
-            )?;
-            eprintln!(
-                "  {:<8} steady at {rate}/s: p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms",
-                c.name(),
-                s.p50_ms,
-                s.p99_ms,
-                s.p999_ms
-            );
-            if let Some(i) = s.inside_ms {
+        let rounds = if args.drain_only { 0 } else { args.repeat };
+        for round in 1..=rounds {
+            for &c in &contenders {
+                let s = run::steady(
+                    c,
+                    &stand,
+                    args.partitions,
+                    size,
+                    rate,
+                    steady_seconds,
+                    &format!("{}-steady-{size}-r{round}-{tag}", c.name()),
+                    &logs,
+                )?;
                 eprintln!(
-                    "           its own histograms: fetched p50 {:.1} / p99 {:.1} ms, acknowledged p50 {:.1} / p99 {:.1} ms after the source timestamp",
-                    i.fetched_p50, i.fetched_p99, i.acked_p50, i.acked_p99
+                    "  {:<8} steady at {rate}/s (round {round}): p50 {:.0} ms, p99 {:.0} ms, p99.9 {:.0} ms",
+                    c.name(),
+                    s.p50_ms,
+                    s.p99_ms,
+                    s.p999_ms
                 );
+                if let Some(i) = s.inside_ms {
+                    eprintln!(
+                        "           its own histograms: fetched p50 {:.1} / p99 {:.1} ms, acknowledged p50 {:.1} / p99 {:.1} ms after the source timestamp",
+                        i.fetched_p50, i.fetched_p99, i.acked_p50, i.acked_p99
+                    );
+                }
+                steady.push((c, Round { round, steady: s }));
             }
-            steady.push((c, s));
         }
         results.push(SizeResult { size, records, drains, steady });
         // Every name of this run carries the tag: backlog, copies, MM2's and strait's topics.
@@ -212,7 +226,10 @@ fn main() -> anyhow::Result<()> {
         steady_seconds,
         rate_fixed: args.rate.is_some(),
         partitions: args.partitions,
-        settings: contenders.iter().map(|c| (*c, c.settings(args.partitions, &args.codec))).collect(),
+        settings: contenders
+            .iter()
+            .map(|c| (*c, c.settings(args.partitions, &args.codec, &args.strait_extra)))
+            .collect(),
         sizes: results,
     };
     let kind = if args.steady_only { "latency" } else { "vs-mm2" };

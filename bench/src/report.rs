@@ -19,8 +19,18 @@ pub struct SizeResult {
     pub records: u64,
     /// Per contender: the drain.
     pub drains: Vec<(Contender, Drain)>,
-    /// Per contender: the steady mode.
-    pub steady: Vec<(Contender, Steady)>,
+    /// Per contender and round: the steady mode.
+    pub steady: Vec<(Contender, Round)>,
+}
+
+/// One steady run of one contender, and which round of `--repeat` it was.
+#[derive(Debug, Clone, Serialize)]
+pub struct Round {
+    /// 1, 2, ...: the contenders took turns, so runs of one round are minutes apart at most.
+    pub round: u32,
+    /// What it measured.
+    #[serde(flatten)]
+    pub steady: Steady,
 }
 
 impl SizeResult {
@@ -28,8 +38,20 @@ impl SizeResult {
         self.drains.iter().find(|(k, _)| *k == c).map(|(_, d)| d)
     }
 
+    /// `c`'s steady run with the median p99 over the rounds (the lower middle of an even
+    /// count).
     fn steady_of(&self, c: Contender) -> Option<&Steady> {
-        self.steady.iter().find(|(k, _)| *k == c).map(|(_, s)| s)
+        let mut runs: Vec<&Steady> = self.steady.iter().filter(|(k, _)| *k == c).map(|(_, r)| &r.steady).collect();
+        runs.sort_by(|a, b| a.p99_ms.total_cmp(&b.p99_ms));
+        runs.get(runs.len().saturating_sub(1) / 2).copied()
+    }
+
+    fn rounds(&self) -> u32 {
+        self.steady.iter().map(|(_, r)| r.round).max().unwrap_or(0)
+    }
+
+    fn round_of(&self, c: Contender, round: u32) -> Option<&Steady> {
+        self.steady.iter().find(|(k, r)| *k == c && r.round == round).map(|(_, r)| &r.steady)
     }
 }
 
@@ -112,6 +134,28 @@ impl Results {
                     lat(|s| s.p99_ms),
                     lat(|s| s.p999_ms)
                 );
+            }
+        }
+        if self.sizes.iter().any(|s| s.rounds() > 1) {
+            md += "\nSteady rounds (the contenders took turns; the table above shows each one's median-p99 run):\n\n";
+            md += "| size | round | ceiling p50 / p99 / p99.9 ms | strait p50 / p99 / p99.9 ms | mm2 p50 / p99 / p99.9 ms | MM2 p99 / strait p99 |\n|---|---|---|---|---|---|\n";
+            for s in &self.sizes {
+                for round in 1..=s.rounds() {
+                    let cell = |c| {
+                        s.round_of(c, round).map_or("-".to_string(), |x| {
+                            format!("{:.0} / {:.0} / {:.0}", x.p50_ms, x.p99_ms, x.p999_ms)
+                        })
+                    };
+                    let p99 = |c| s.round_of(c, round).map(|x| x.p99_ms);
+                    md += &format!(
+                        "| {} | {round} | {} | {} | {} | {} |\n",
+                        size_name(s.size),
+                        cell(Contender::Ceiling),
+                        cell(Contender::Strait),
+                        cell(Contender::Mm2),
+                        ratio(p99(Contender::Mm2), p99(Contender::Strait))
+                    );
+                }
             }
         }
         md += "\nRatios from this run, against the goals of issue 15:\n\n";
