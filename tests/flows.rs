@@ -132,6 +132,29 @@ fn a_process_whose_every_flow_is_parked_exits_non_zero() {
 }
 
 #[test]
+fn a_client_setting_librdkafka_refuses_parks_the_flow_naming_its_key_and_line() {
+    let _serial = one_at_a_time();
+    let topic = unique("bad-setting");
+    create_topic(&stand().east, &topic, 1, 1, &[]);
+    // Line 11 of the config: `east_to_west` writes ten lines before the extra ones.
+    let config = east_to_west(&topic, "us-east.consumer.no.such.setting = 1\n");
+    assert_eq!(config.lines().position(|l| l.contains("no.such.setting")), Some(10), "{config}");
+    let mut strait = Strait::start(&config);
+    // A flow that restarted on this would never let the process end.
+    let status = strait.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+        panic!("still running 60 s after its only flow's consumer setting was refused; log:\n{}", strait.log_text())
+    });
+    let log = strait.log_text();
+    assert!(!status.success(), "every flow parked must exit non-zero; log:\n{log}");
+    assert!(flow_state_line(&log, EAST_TO_WEST, "parked").is_some(), "the flow was parked:\n{log}");
+    assert!(
+        log.lines().any(|l| l.contains("`no.such.setting` (line 11)") && l.contains("fix or remove it")),
+        "the log names the key, its line and the fix:\n{log}"
+    );
+    assert!(flow_state_line(&log, EAST_TO_WEST, "restarting").is_none(), "the flow was never restarted:\n{log}");
+}
+
+#[test]
 fn fail_fast_stops_every_flow_on_the_first_failure() {
     let _serial = one_at_a_time();
     let s = stand();

@@ -184,12 +184,20 @@ fn translate(s: &Setting) -> Translation {
             Err(_) => Translation::Drop("not a number of bytes"),
         },
         "max.request.size" => Translation::Renamed("message.max.bytes", s.value.clone()),
+        // The Java client's name for the broker's long-poll wait; librdkafka's is the other way round.
+        "fetch.max.wait.ms" => Translation::Renamed("fetch.wait.max.ms", s.value.clone()),
+        // Java's -1 (the OS default) is librdkafka's 0.
+        "receive.buffer.bytes" => Translation::Renamed("socket.receive.buffer.bytes", socket_buffer(&s.value)),
+        "send.buffer.bytes" => Translation::Renamed("socket.send.buffer.bytes", socket_buffer(&s.value)),
         "key.serializer" | "value.serializer" | "key.deserializer" | "value.deserializer" | "interceptor.classes"
-        | "partitioner.class" | "max.poll.records" | "max.block.ms" | "client.dns.lookup" | "metric.reporters"
-        | "auto.include.jmx.reporter" | "allow.auto.create.topics" | "exclude.internal.topics"
-        | "default.api.timeout.ms" | "retry.backoff.max.ms" | "socket.connection.setup.timeout.max.ms"
-        | "connections.max.idle.ms" | "reconnect.backoff.ms" | "metadata.max.age.ms" => {
+        | "partitioner.class" | "max.poll.records" | "max.block.ms" | "metric.reporters" | "metrics.num.samples"
+        | "metrics.sample.window.ms" | "metrics.recording.level" | "security.providers" | "auto.include.jmx.reporter"
+        | "exclude.internal.topics" | "default.api.timeout.ms" | "socket.connection.setup.timeout.max.ms" => {
             Translation::Drop("it is a Java client setting with no librdkafka counterpart")
+        }
+        "allow.auto.create.topics" => Translation::Drop("strait creates remote topics itself, with the source's partitions"),
+        "partition.assignment.strategy" => {
+            Translation::Drop("strait assigns partitions to its consumers itself; their groups are never joined")
         }
         // `auto.offset.reset` is read by the flow (where a partition with no stored position
         // starts); out-of-range positions always reset to the beginning, so nothing is skipped.
@@ -197,6 +205,16 @@ fn translate(s: &Setting) -> Translation {
             Translation::Drop("strait sets it itself to keep at-least-once delivery")
         }
         _ => Translation::Keep,
+    }
+}
+
+/// A Java socket buffer size in librdkafka's terms: both take bytes, but the OS default is -1
+/// in Java and 0 in librdkafka.
+fn socket_buffer(value: &str) -> String {
+    if value.trim() == "-1" {
+        "0".into()
+    } else {
+        value.to_string()
     }
 }
 
@@ -340,6 +358,29 @@ mod tests {
         let mut c = ClientSettings::default();
         c.put_if_absent(set("sasl.jaas.config", r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="a" clientSecret="t0ps3cret";"#));
         assert!(!format!("{c:?}").contains("t0ps3cret"));
+    }
+
+    #[test]
+    fn java_consumer_keys_with_other_librdkafka_names_are_renamed() {
+        let mut c = ClientSettings::default();
+        c.put_if_absent(set("fetch.max.wait.ms", "250"));
+        c.put_if_absent(set("receive.buffer.bytes", "-1"));
+        c.put_if_absent(set("send.buffer.bytes", "131072"));
+        c.put_if_absent(set("metadata.max.age.ms", "60000"));
+        c.put_if_absent(set("partition.assignment.strategy", "org.apache.kafka.clients.consumer.RangeAssignor"));
+        let (out, warnings) = c.to_librdkafka();
+        let out: Vec<(&str, &str)> = out.iter().map(|s| (s.key.as_str(), s.value.as_str())).collect();
+        assert_eq!(
+            out,
+            [
+                ("fetch.wait.max.ms", "250"),
+                ("socket.receive.buffer.bytes", "0"),
+                ("socket.send.buffer.bytes", "131072"),
+                ("metadata.max.age.ms", "60000"),
+            ]
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("partition.assignment.strategy"), "{warnings:?}");
     }
 
     #[test]

@@ -102,6 +102,8 @@ impl FlowError {
     /// A panic restarts too: it is a bug, and the backoff keeps a repeating one cheap.
     pub fn is_transient(&self) -> bool {
         match self {
+            // librdkafka checks settings as the client is made: the same config is refused again.
+            FlowError::Cluster(ClusterError::BadSetting { .. }) => false,
             FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => {
                 true
             }
@@ -110,5 +112,32 @@ impl FlowError {
             }
             FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_setting_librdkafka_refuses_parks_the_flow_and_an_unreachable_cluster_does_not() {
+        let refused = FlowError::Cluster(ClusterError::BadSetting {
+            alias: "us-east".into(),
+            role: "consumer",
+            key: "no.such.setting".into(),
+            line: 7,
+            reason: "No such configuration property".into(),
+        });
+        assert!(!refused.is_transient(), "the same setting is refused at every restart: {refused}");
+        let unreachable = FlowError::Cluster(ClusterError::Unreachable {
+            alias: "us-east".into(),
+            bootstrap: "127.0.0.1:1".into(),
+            line: 2,
+            timeout: Duration::from_secs(15),
+            reason: "timed out".into(),
+        });
+        assert!(unreachable.is_transient(), "brokers come back: {unreachable}");
     }
 }
