@@ -251,6 +251,14 @@ impl ConsumerContext for Context {
             }
             Rebalance::Assign(_) => {
                 self.waiting_since(None);
+                // The tasks topic holds no record; paused, its partitions cost no long-poll
+                // fetch every `fetch.wait.max.ms`, which idle flows otherwise pay for nothing.
+                if let Ok(assigned) = consumer.assignment() {
+                    if let Err(e) = consumer.pause(&assigned) {
+                        FlowRetrying { flow: &self.flow, what: &format!("pausing the tasks topic's fetches: {e}") }
+                            .emit();
+                    }
+                }
                 self.session.set(consumer.group_metadata(), owned(consumer))
             }
             // After a lost assignment the consumer's member id is already reset: nothing valid
