@@ -136,22 +136,31 @@ fn a_client_setting_librdkafka_refuses_parks_the_flow_naming_its_key_and_line() 
     let _serial = one_at_a_time();
     let topic = unique("bad-setting");
     create_topic(&stand().east, &topic, 1, 1, &[]);
-    // Line 11 of the config: `east_to_west` writes ten lines before the extra ones.
-    let config = east_to_west(&topic, "us-east.consumer.no.such.setting = 1\n");
-    assert_eq!(config.lines().position(|l| l.contains("no.such.setting")), Some(10), "{config}");
-    let mut strait = Strait::start(&config);
-    // A flow that restarted on this would never let the process end.
-    let status = strait.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
-        panic!("still running 60 s after its only flow's consumer setting was refused; log:\n{}", strait.log_text())
-    });
-    let log = strait.log_text();
-    assert!(!status.success(), "every flow parked must exit non-zero; log:\n{log}");
-    assert!(flow_state_line(&log, EAST_TO_WEST, "parked").is_some(), "the flow was parked:\n{log}");
-    assert!(
-        log.lines().any(|l| l.contains("`no.such.setting` (line 11)") && l.contains("fix or remove it")),
-        "the log names the key, its line and the fix:\n{log}"
-    );
-    assert!(flow_state_line(&log, EAST_TO_WEST, "restarting").is_none(), "the flow was never restarted:\n{log}");
+    // The fetch consumer is made once the flow runs; the group member (from the target's admin
+    // settings) before that, in a thread that otherwise retries a failed join by itself.
+    for (key, client) in
+        [("us-east.consumer.no.such.setting", "consumer"), ("us-west.admin.no.such.setting", "group member")]
+    {
+        // Line 11 of the config: `east_to_west` writes ten lines before the extra ones.
+        let config = east_to_west(&topic, &format!("{key} = 1\n"));
+        assert_eq!(config.lines().position(|l| l.contains("no.such.setting")), Some(10), "{config}");
+        let mut strait = Strait::start(&config);
+        // A flow that restarted on this would never let the process end.
+        let status = strait.wait_exit(Duration::from_secs(60)).unwrap_or_else(|| {
+            panic!("still running 60 s after its only flow's {client} setting was refused; log:\n{}", strait.log_text())
+        });
+        let log = strait.log_text();
+        assert!(!status.success(), "{client}: every flow parked must exit non-zero; log:\n{log}");
+        assert!(flow_state_line(&log, EAST_TO_WEST, "parked").is_some(), "{client}: the flow was parked:\n{log}");
+        assert!(
+            log.lines().any(|l| l.contains("`no.such.setting` (line 11)") && l.contains("fix or remove it")),
+            "{client}: the log names the key, its line and the fix:\n{log}"
+        );
+        assert!(
+            flow_state_line(&log, EAST_TO_WEST, "restarting").is_none(),
+            "{client}: the flow was never restarted:\n{log}"
+        );
+    }
 }
 
 #[test]

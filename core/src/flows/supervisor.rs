@@ -287,7 +287,7 @@ impl Supervisor {
     }
 
     /// The flow's membership could not join its group; it tries again by itself, so the flow
-    /// only shows why (or, with `--fail-fast`, everything stops).
+    /// only shows why (or, with `--fail-fast`, everything stops). A refused setting parks it.
     fn group_failed(&mut self, name: &str, member: u64, error: crate::cluster::ClusterError) {
         let Some(f) = self.flows.get(name) else { return };
         if f.membership.as_ref().is_none_or(|m| m.id() != member) {
@@ -298,6 +298,15 @@ impl Supervisor {
             let reason = error.to_string();
             self.set_state(name, State::Stopped, &reason);
             self.fatal.get_or_insert(error);
+            return;
+        }
+        if !error.is_transient() {
+            let reason = error.to_string();
+            self.set_state(
+                name,
+                State::Parked { reason: reason.clone(), plugin: None },
+                &format!("{reason}; parked until its config changes"),
+            );
             return;
         }
         // While no task is known the flow cannot run; `start` waits for the group.

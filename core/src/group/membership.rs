@@ -102,7 +102,8 @@ pub enum GroupEvent {
         /// Told when the flow stored its positions.
         done: Sender<()>,
     },
-    /// Joining failed (the target unreachable, say); the membership tries again by itself.
+    /// Joining failed (the target unreachable, say); the membership tries again by itself,
+    /// unless librdkafka refused a setting (`ClusterError::BadSetting`): then it has ended.
     Failed {
         /// `source->target`.
         flow: String,
@@ -140,7 +141,13 @@ impl Membership {
                     let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
                     member_session.set(None, BTreeSet::new());
                     if let Err(error) = result {
+                        // librdkafka checks settings as the client is made: the same ones are
+                        // refused at every try, and a config that changes them joins anew.
+                        let refused = matches!(error, ClusterError::BadSetting { .. });
                         let _ = events.send(GroupEvent::Failed { flow: flow.name(), member: id, error });
+                        if refused {
+                            break;
+                        }
                         thread::sleep(RETRY);
                     }
                 }
