@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer};
-use strait_core::offsets::store::Mappings;
+use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
+use strait_core::offsets::store::{end_reader, tail_reader, Mappings, TopicTail};
 use support::groups::read_checkpoints;
 use support::*;
 
@@ -161,4 +162,37 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
     let map = seen.mappings.get(&topic, 0).expect("the partition's mapping");
     assert!(map.runs().count() <= 60, "{} live runs", map.runs().count());
     assert_eq!(map.translate(end), Some(sent), "translation at the end is still exact");
+}
+
+/// The checkpoint rounds of every flow read position topics through one client per cluster, in
+/// turns: each tail reads its own topic's records once, going on where it stopped, and between
+/// reads the shared client holds no partition, so it fetches nothing.
+#[test]
+fn position_topic_tails_sharing_one_reader_each_read_their_own_records_once() {
+    let west = &stand().west;
+    let (a, b) = (unique("tail-a"), unique("tail-b"));
+    for topic in [&a, &b] {
+        create_topic(west, topic, 1, 1, &[]);
+    }
+    let cluster = ClusterConfig { alias: ClusterAlias::new("us-west"), bootstrap_servers: west.clone(), line: 0 };
+    let settings = ClientSettings::default();
+    let reader = Arc::new(tail_reader(&cluster, &settings).expect("tail reader"));
+    let ends = Arc::new(end_reader(&cluster, &settings).expect("end reader"));
+    let mut tails = [&a, &b].map(|topic| TopicTail::shared(&cluster, topic, reader.clone(), ends.clone()));
+    let read = |tail: &mut TopicTail| {
+        let mut keys = Vec::new();
+        tail.catch_up(Duration::from_secs(30), |k, _| keys.push(String::from_utf8_lossy(k).into_owned()))
+            .expect("caught up");
+        keys
+    };
+    let records = |keys: &[&str]| keys.iter().map(|k| TestRecord::kv(0, k, "v")).collect::<Vec<_>>();
+    produce(west, &a, &records(&["a1", "a2", "a3"]), &[]);
+    produce(west, &b, &records(&["b1", "b2"]), &[]);
+    assert_eq!(read(&mut tails[0]), ["a1", "a2", "a3"]);
+    assert_eq!(read(&mut tails[1]), ["b1", "b2"]);
+    produce(west, &a, &records(&["a4", "a5"]), &[]);
+    assert_eq!(read(&mut tails[1]), Vec::<String>::new(), "b's tail read b's records once");
+    assert_eq!(read(&mut tails[0]), ["a4", "a5"], "a's tail went on after a3, whatever b's read in between");
+    let held = reader.lock().map(|r| r.assignment().map(|p| p.count())).expect("reader lock");
+    assert_eq!(held.ok(), Some(0), "between reads the shared reader is assigned nothing");
 }

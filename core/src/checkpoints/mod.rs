@@ -13,13 +13,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::{BaseRecord, Producer};
 
 pub use groups::{Committed, Groups};
 
 use crate::cluster::{ClusterError, ControlProducer};
-use crate::config::{CheckpointConfig, ClientSettings, ClusterConfig, TopicFilter};
+use crate::config::{CheckpointConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{encode_run_key, positions_topic, Mappings, TopicTail};
@@ -143,14 +142,10 @@ pub struct CheckpointTask {
     pub source_groups: Arc<Groups>,
     /// Groups on the target.
     pub target_groups: Arc<Groups>,
-    /// The source cluster, to find the reverse flow's mapping.
-    pub source: ClusterConfig,
-    /// Client settings for reading on the source.
-    pub source_settings: ClientSettings,
-    /// Finds where the reverse flow's position topic on the source ends (shared per cluster).
-    pub source_ends: Arc<BaseConsumer>,
     /// Reads this flow's position topic on the target.
     pub forward_tail: TopicTail,
+    /// Reads the reverse flow's position topic on the source, once that flow made it.
+    pub back_tail: TopicTail,
     /// A producer on the target.
     pub producer: ControlProducer,
     /// `<source>.checkpoints.internal`.
@@ -168,24 +163,20 @@ impl CheckpointTask {
         CheckpointTicker {
             task: self,
             translation: Translation::default(),
-            back_tail: None,
+            back_found: false,
             next_checkpoint: Instant::now(),
             next_sync,
         }
     }
 
-    fn checkpoint_round(
-        &mut self,
-        translation: &mut Translation,
-        back_tail: &mut Option<TopicTail>,
-    ) -> Result<(), FlowError> {
+    fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), FlowError> {
         self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
         // The reverse flow's positions live on this flow's source; it may start later.
-        if back_tail.is_none() {
-            *back_tail = self.open_back_tail()?;
+        if !*back_found {
+            *back_found = self.source_groups.topic_exists(self.back_tail.topic())?;
         }
-        if let Some(tail) = back_tail {
-            tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.back.apply(k, v))?;
+        if *back_found {
+            self.back_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.back.apply(k, v))?;
             // The reverse flow deletes the runs of its own deleted topics.
             translation.back.orphaned.clear();
         }
@@ -329,15 +320,6 @@ impl CheckpointTask {
         OffsetRunsDeleted { flow: &self.flow, runs: dead.len() }.emit();
     }
 
-    fn open_back_tail(&self) -> Result<Option<TopicTail>, ClusterError> {
-        let topic = positions_topic(&self.target_alias);
-        if !self.source_groups.topic_exists(&topic)? {
-            return Ok(None);
-        }
-        TopicTail::open_with_ends(&self.source, &self.source_settings, &topic, self.source_ends.clone())
-            .map(|t| Some(t.abandon_when(self.forward_tail.abandon_flag())))
-    }
-
     /// Commits the latest checkpoints of every group that is empty on the target, where they are
     /// ahead of what it committed there.
     fn sync_round(&mut self) {
@@ -389,7 +371,8 @@ pub fn sync_group(target: &Groups, group: &str, checkpoints: &[Checkpoint]) -> R
 pub struct CheckpointTicker {
     task: CheckpointTask,
     translation: Translation,
-    back_tail: Option<TopicTail>,
+    /// Whether the reverse flow's position topic exists.
+    back_found: bool,
     next_checkpoint: Instant,
     next_sync: Option<Instant>,
 }
@@ -397,7 +380,7 @@ pub struct CheckpointTicker {
 impl Periodic for CheckpointTicker {
     fn tick(&mut self) {
         if Instant::now() >= self.next_checkpoint {
-            if let Err(e) = self.task.checkpoint_round(&mut self.translation, &mut self.back_tail) {
+            if let Err(e) = self.task.checkpoint_round(&mut self.translation, &mut self.back_found) {
                 FlowRetrying { flow: &self.task.flow, what: &format!("checkpoints: {e}") }.emit();
             }
             self.next_checkpoint = Instant::now() + self.task.config.interval;

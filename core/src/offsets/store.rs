@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -225,10 +225,20 @@ pub fn end_reader(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<
     )
 }
 
+/// A `read_committed` client that [`TopicTail`]s of one cluster take turns with: each assigns
+/// its own partition for a read and unassigns it after, so between reads nothing is fetched.
+pub fn tail_reader(cluster: &ClusterConfig, settings: &ClientSettings) -> Result<Mutex<BaseConsumer>, ClusterError> {
+    create_client(cluster, settings, "consumer", &[], ASSIGN_ONLY_CONSUMER, rdkafka::consumer::DefaultConsumerContext)
+        .map(Mutex::new)
+}
+
 /// Follows partition 0 of a single-partition internal topic: each [`TopicTail::catch_up`] reads
 /// what was appended since the last one, `read_committed`.
 pub struct TopicTail {
-    consumer: BaseConsumer,
+    /// Reads the records; shared with other tails of the cluster ([`tail_reader`]). A tail that
+    /// kept a client of its own assigned would fetch every `fetch.wait.max.ms` between reads,
+    /// and buffer what arrives: each flow's checkpoint round reads one every minute.
+    reader: Arc<Mutex<BaseConsumer>>,
     /// Finds the topic's end. A `read_committed` client would be told the last stable offset,
     /// which stops short of every record written after a transaction still open (one a killed
     /// process left, say): reading only to there would miss newer committed positions. It only
@@ -236,41 +246,29 @@ pub struct TopicTail {
     ends: Arc<BaseConsumer>,
     topic: String,
     alias: String,
-    assigned: bool,
+    /// Where the next read starts; `None` until the first read, which starts at the beginning.
+    next: Option<i64>,
     /// Set when the reader's flow stops: the read in progress gives up.
     abandon: Option<Arc<AtomicBool>>,
 }
 
 impl TopicTail {
-    /// A reader at the beginning of `topic` on `cluster`, with an end reader of its own.
+    /// A reader at the beginning of `topic` on `cluster`, with clients of its own.
     pub fn open(cluster: &ClusterConfig, settings: &ClientSettings, topic: &str) -> Result<Self, ClusterError> {
-        Self::open_with_ends(cluster, settings, topic, Arc::new(end_reader(cluster, settings)?))
+        let reader = Arc::new(tail_reader(cluster, settings)?);
+        Ok(Self::shared(cluster, topic, reader, Arc::new(end_reader(cluster, settings)?)))
     }
 
-    /// A reader at the beginning of `topic` on `cluster` that finds the topic's end through
-    /// `ends`, an [`end_reader`] of that cluster it shares with other readers.
-    pub fn open_with_ends(
+    /// A reader at the beginning of `topic` on `cluster` that reads through `reader` (a
+    /// [`tail_reader`]) and finds the topic's end through `ends` (an [`end_reader`]), both of
+    /// that cluster and shared with other tails.
+    pub fn shared(
         cluster: &ClusterConfig,
-        settings: &ClientSettings,
         topic: &str,
+        reader: Arc<Mutex<BaseConsumer>>,
         ends: Arc<BaseConsumer>,
-    ) -> Result<Self, ClusterError> {
-        let consumer: BaseConsumer = create_client(
-            cluster,
-            settings,
-            "consumer",
-            &[],
-            ASSIGN_ONLY_CONSUMER,
-            rdkafka::consumer::DefaultConsumerContext,
-        )?;
-        Ok(Self {
-            consumer,
-            ends,
-            topic: topic.to_string(),
-            alias: cluster.alias.to_string(),
-            assigned: false,
-            abandon: None,
-        })
+    ) -> Self {
+        Self { reader, ends, topic: topic.to_string(), alias: cluster.alias.to_string(), next: None, abandon: None }
     }
 
     /// Makes every read give up once `flag` is set (its flow stopping). A transaction a killed
@@ -282,9 +280,9 @@ impl TopicTail {
         self
     }
 
-    /// The flag given to [`TopicTail::abandon_when`].
-    pub fn abandon_flag(&self) -> Option<Arc<AtomicBool>> {
-        self.abandon.clone()
+    /// The topic read.
+    pub fn topic(&self) -> &str {
+        &self.topic
     }
 
     /// Reads from where the last call stopped to the topic's current end; records of a
@@ -292,14 +290,10 @@ impl TopicTail {
     pub fn catch_up(
         &mut self,
         timeout: Duration,
-        mut on_record: impl FnMut(&[u8], Option<&[u8]>),
+        on_record: impl FnMut(&[u8], Option<&[u8]>),
     ) -> Result<(), ClusterError> {
         let topic = self.topic.as_str();
-        let fail = |what: &str, reason: String| ClusterError::Client {
-            alias: self.alias.clone(),
-            what: format!("{what} {topic}"),
-            reason,
-        };
+        let fail = |what: &str, reason: String| read_error(&self.alias, topic, what, reason);
         let deadline = Instant::now() + timeout;
         // A just-created topic may need a moment before its leader answers.
         let (low, high) = loop {
@@ -309,49 +303,78 @@ impl TopicTail {
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),
             }
         };
-        if high <= low {
+        if high <= low || self.next.is_some_and(|next| next >= high) {
             return Ok(());
         }
-        if !self.assigned {
-            // Without a known leader librdkafka backs a logical-offset query off by a fixed 500 ms;
-            // asking for the topic's metadata first lets the first fetch start at once.
-            let _ = self.consumer.fetch_metadata(Some(topic), Duration::from_secs(5));
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| fail("assigning", e.to_string()))?;
-            self.consumer.assign(&tpl).map_err(|e| fail("assigning", e.to_string()))?;
-            self.assigned = true;
-        }
-        let position = |c: &BaseConsumer| {
-            c.position().ok().and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let start = match self.next {
+            Some(next) => Offset::Offset(next),
+            None => {
+                // Without a known leader librdkafka backs a first fetch off by a fixed 500 ms;
+                // asking for the topic's metadata first lets it start at once.
+                let _ = reader.fetch_metadata(Some(topic), Duration::from_secs(5));
+                Offset::Beginning
+            }
         };
-        if position(&self.consumer).is_some_and(|p| p >= high) {
-            return Ok(());
+        let mut partition = TopicPartitionList::new();
+        partition.add_partition_offset(topic, 0, start).map_err(|e| fail("assigning", e.to_string()))?;
+        reader.assign(&partition).map_err(|e| fail("assigning", e.to_string()))?;
+        let read = read_to(&reader, topic, high, (deadline, timeout), &self.abandon, on_record)
+            .map_err(|(what, reason)| fail(what, reason));
+        // What was read is what was handed on: the next read goes on from there.
+        if let Some(reached) = position(&reader, topic).filter(|p| *p >= 0) {
+            self.next = Some(reached);
         }
-        loop {
-            if Instant::now() > deadline {
-                return Err(fail("reading", format!("not done within {}s", timeout.as_secs())));
-            }
-            if self.abandon.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
-                return Err(fail("reading", "given up: the flow is stopping".into()));
-            }
-            match self.consumer.poll(Duration::from_millis(200)) {
-                Some(Ok(m)) => {
-                    if let Some(k) = m.key() {
-                        on_record(k, m.payload());
-                    }
-                    if m.offset() >= high - 1 {
-                        return Ok(());
-                    }
+        let unassigned = reader.unassign().map_err(|e| fail("unassigning", e.to_string()));
+        read.and(unassigned)
+    }
+}
+
+/// Where `reader` stands in partition 0 of `topic`, once it read from it.
+fn position(reader: &BaseConsumer, topic: &str) -> Option<i64> {
+    reader.position().ok().and_then(|p| p.find_partition(topic, 0).and_then(|e| e.offset().to_raw()))
+}
+
+/// Polls `reader` (assigned partition 0 of `topic`) until its position reaches `high`, giving up
+/// at `deadline` (`timeout` after the read began); an error says what failed and why.
+fn read_to(
+    reader: &BaseConsumer,
+    topic: &str,
+    high: i64,
+    (deadline, timeout): (Instant, Duration),
+    abandon: &Option<Arc<AtomicBool>>,
+    mut on_record: impl FnMut(&[u8], Option<&[u8]>),
+) -> Result<(), (&'static str, String)> {
+    loop {
+        if Instant::now() > deadline {
+            return Err(("reading", format!("not done within {}s", timeout.as_secs())));
+        }
+        if abandon.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Err(("reading", "given up: the flow is stopping".into()));
+        }
+        match reader.poll(Duration::from_millis(200)) {
+            // A message fetched for the reader's previous tail, before it was unassigned.
+            Some(Ok(m)) if m.topic() != topic => {}
+            Some(Ok(m)) => {
+                if let Some(k) = m.key() {
+                    on_record(k, m.payload());
                 }
-                Some(Err(e)) => return Err(fail("reading", e.to_string())),
-                None => {
-                    if position(&self.consumer).is_some_and(|p| p >= high) {
-                        return Ok(());
-                    }
+                if m.offset() >= high - 1 {
+                    return Ok(());
+                }
+            }
+            Some(Err(e)) => return Err(("reading", e.to_string())),
+            None => {
+                if position(reader, topic).is_some_and(|p| p >= high) {
+                    return Ok(());
                 }
             }
         }
     }
+}
+
+fn read_error(alias: &str, topic: &str, what: &str, reason: String) -> ClusterError {
+    ClusterError::Client { alias: alias.to_string(), what: format!("{what} {topic}"), reason }
 }
 
 #[cfg(test)]

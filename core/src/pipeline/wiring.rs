@@ -1,7 +1,7 @@
 //! Threads and channels: starts every stage of a flow and every flow of a config.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::group::{group_id, GroupSession, Tasks};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{end_reader, load_positions, positions_topic, read_topic, TopicTail};
+use crate::offsets::store::{end_reader, load_positions, positions_topic, read_topic, tail_reader, TopicTail};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
 use crate::topics::{Discovery, TopicSync};
 
@@ -81,16 +81,22 @@ pub struct Shared {
     /// The clients that find where position topics end for the checkpoint rounds' readers,
     /// one per cluster and settings.
     pub end_readers: PerCluster<BaseConsumer>,
+    /// The clients the checkpoint rounds read position topics with, in turns (all rounds run on
+    /// one thread), one per cluster and settings.
+    pub tail_readers: PerCluster<Mutex<BaseConsumer>>,
 }
 
 impl Shared {
-    /// The end reader of `cluster` every position-topic reader of its flows shares.
-    fn end_reader(
+    /// A reader of `topic` on `cluster` through the clients its flows' checkpoint rounds share.
+    pub fn tail(
         &self,
         cluster: &ClusterConfig,
         settings: &ClientSettings,
-    ) -> Result<Arc<BaseConsumer>, ClusterError> {
-        self.end_readers.get(cluster, settings, || end_reader(cluster, settings))
+        topic: &str,
+    ) -> Result<TopicTail, ClusterError> {
+        let reader = self.tail_readers.get(cluster, settings, || tail_reader(cluster, settings))?;
+        let ends = self.end_readers.get(cluster, settings, || end_reader(cluster, settings))?;
+        Ok(TopicTail::shared(cluster, topic, reader, ends))
     }
 
     /// Group operations on `cluster`, through the lister its aliases share.
@@ -108,10 +114,12 @@ impl Shared {
             if let Some(cluster) = config.cluster(alias) {
                 self.admins.forget(cluster, settings);
                 self.end_readers.forget(cluster, settings);
+                self.tail_readers.forget(cluster, settings);
             }
         }
         if let Some(source) = config.cluster(&flow.source) {
             self.end_readers.forget(source, &flow.consumer);
+            self.tail_readers.forget(source, &flow.consumer);
         }
     }
 }
@@ -297,16 +305,12 @@ pub fn build_flow(
                 naming,
                 source_groups: shared.groups(source, &flow.consumer)?,
                 target_groups: shared.groups(target, &flow.target_admin)?,
-                source: source.clone(),
-                source_settings: flow.consumer.clone(),
-                source_ends: shared.end_reader(source, &flow.consumer)?,
-                forward_tail: TopicTail::open_with_ends(
-                    target,
-                    &flow.target_admin,
-                    &positions_topic(source.alias.as_str()),
-                    shared.end_reader(target, &flow.target_admin)?,
-                )?
-                .abandon_when(Some(control.stop_flag())),
+                forward_tail: shared
+                    .tail(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?
+                    .abandon_when(Some(control.stop_flag())),
+                back_tail: shared
+                    .tail(source, &flow.consumer, &positions_topic(target.alias.as_str()))?
+                    .abandon_when(Some(control.stop_flag())),
                 producer,
                 topic,
                 last,
