@@ -336,3 +336,57 @@ fn a_changed_flow_restarts_with_its_new_settings_and_a_parked_flow_starts_once_i
     assert_eq!(values(&got[0]), [values(&first_records), values(&more_first)].concat(), "log:\n{}", strait.log_text());
     assert_eq!(record_count(&s.east, &remote_first), 15, "the restart replayed records it had stored as done");
 }
+
+#[test]
+fn a_reload_giving_a_running_flow_a_refused_group_setting_parks_it_once_stopped_and_the_other_flow_runs_on() {
+    let _serial = one_at_a_time();
+    let s = stand();
+    let (kept_topic, broken_topic) = (unique("reload-kept"), unique("reload-broken"));
+    create_topic(&s.east, &kept_topic, 1, 1, &[]);
+    create_topic(&s.east, &broken_topic, 1, 1, &[]);
+    // `west2` is another alias of us-west: its settings reach only the flow into it.
+    const BROKEN: &str = "us-east->west2";
+    let config = |extra: &str| {
+        let base = east_to_west(&kept_topic, "")
+            .replace("clusters = us-east, us-west\n", "clusters = us-east, us-west, west2\n");
+        format!(
+            "{base}west2.bootstrap.servers = {}\n{BROKEN}.enabled = true\n{BROKEN}.topics = {broken_topic}\n{extra}",
+            s.west
+        )
+    };
+    let mut strait = Strait::start(&config(""));
+    let (kept_remote, broken_remote) = (format!("us-east.{kept_topic}"), format!("us-east.{broken_topic}"));
+    let before = batch("before", 10);
+    produce(&s.east, &broken_topic, &before, &[]);
+    assert_eq!(values(&read_all(&s.west, &broken_remote, 10, WAIT)[0]), values(&before), "{}", strait.log_text());
+
+    // The group member of the changed flow is made from `west2.admin.*`, and refused.
+    strait.rewrite_config(&config("west2.admin.no.such.setting = 1\n"));
+    strait.signal("HUP");
+    let parked = |st: &Strait| st.metric("strait_flow_state", &[("flow", BROKEN), ("state", "parked")]) == Some(1.0);
+    assert!(wait_until(WAIT, || parked(&strait)), "{BROKEN} never parked; log:\n{}", strait.log_text());
+    let log = strait.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("`no.such.setting`") && l.contains("parked until its config changes")),
+        "the park names the refused key:\n{log}"
+    );
+    let kept = batch("kept", 10);
+    produce(&s.east, &kept_topic, &kept, &[]);
+    assert_eq!(
+        values(&read_all(&s.west, &kept_remote, 10, WAIT)[0]),
+        values(&kept),
+        "the other flow ran on; log:\n{}",
+        strait.log_text()
+    );
+    assert!(strait.is_running(), "{}", strait.log_text());
+    assert!(parked(&strait), "{BROKEN} stayed parked once it had stopped; log:\n{}", strait.log_text());
+
+    // Fixed, the flow starts again where it stopped: every record once.
+    let after = batch("after", 5);
+    produce(&s.east, &broken_topic, &after, &[]);
+    strait.rewrite_config(&config(""));
+    strait.signal("HUP");
+    let got = read_all(&s.west, &broken_remote, 15, WAIT);
+    assert_eq!(values(&got[0]), [values(&before), values(&after)].concat(), "log:\n{}", strait.log_text());
+    assert_eq!(record_count(&s.west, &broken_remote), 15, "the restart replayed records it had stored as done");
+}

@@ -85,11 +85,13 @@ impl State {
 }
 
 /// What to do once a flow that was asked to stop has stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Then {
     Stay,
     Restart,
     Remove,
+    /// Park it, for this reason (a setting its new group member's client refused).
+    Park(String),
 }
 
 struct Flow {
@@ -302,12 +304,13 @@ impl Supervisor {
         }
         if !error.is_transient() {
             let reason = error.to_string();
-            self.set_state(
-                name,
-                State::Parked { reason: reason.clone(), plugin: None },
-                &format!("{reason}; parked until its config changes"),
-            );
-            return;
+            // A flow still running (a reload gave it the refused setting) stores its positions
+            // first, and is parked once it stopped.
+            if f.control.is_some() && f.state.active() {
+                let deadline = Instant::now() + self.config.shutdown_timeout;
+                return self.stop(name, deadline, Then::Park(reason));
+            }
+            return self.park_until_config_changes(name, reason);
         }
         // While no task is known the flow cannot run; `start` waits for the group.
         let why = format!("{error}; joining the flow's group again");
@@ -418,7 +421,7 @@ impl Supervisor {
     fn stopped(&mut self, name: &str) {
         let Some(f) = self.flows.get_mut(name) else { return };
         f.run_ended(&mut self.leaving);
-        match f.then {
+        match f.then.clone() {
             Then::Restart => {
                 self.set_state(name, State::Stopped, "its config changed; starting it with the new one");
                 self.start(name);
@@ -431,7 +434,13 @@ impl Supervisor {
                 }
             }
             Then::Stay => self.set_state(name, State::Stopped, ""),
+            Then::Park(reason) => self.park_until_config_changes(name, reason),
         }
+    }
+
+    fn park_until_config_changes(&mut self, name: &str, reason: String) {
+        let why = format!("{reason}; parked until its config changes");
+        self.set_state(name, State::Parked { reason, plugin: None }, &why);
     }
 
     /// Asks a flow to stop by `deadline`; `then` says what follows.

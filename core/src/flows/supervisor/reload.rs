@@ -96,7 +96,9 @@ impl Supervisor {
                     if f.state.active() {
                         self.stop(&name, deadline, Then::Restart);
                     } else {
-                        self.start(&name);
+                        // It starts once the new group says which tasks it runs; until then a
+                        // parked flow is parked no more, so the process does not end over it.
+                        self.set_state(&name, State::Starting, "joining the flow's group with its new settings");
                     }
                 }
                 Some(_) => {}
