@@ -476,6 +476,11 @@ impl Supervisor {
     fn shutdown(&mut self) {
         let deadline = Instant::now() + self.config.shutdown_timeout;
         let names: Vec<String> = self.flows.keys().cloned().collect();
+        for f in self.flows.values() {
+            if let Some(m) = &f.membership {
+                m.leaving_soon();
+            }
+        }
         for name in &names {
             self.stop(name, deadline, Then::Stay);
         }

@@ -17,9 +17,12 @@ use crate::config::{Config, FlowConfig};
 use crate::events::{FlowRetrying, MembershipRejoining, TasksChanged};
 
 /// The longest the membership thread waits in its consumer's poll (which keeps it in the
-/// group). A rebalance ends the wait at once; only leaving waits it out. Every flow has a
-/// membership thread, and a 100 ms wait was a fifth of an idle flow's wake-ups.
+/// group). A rebalance ends the wait at once; leaving would wait it out, so a stopping process
+/// shortens it first. Every flow has a membership thread, and a 100 ms wait was a fifth of an
+/// idle flow's wake-ups.
 const POLL: Duration = Duration::from_secs(1);
+/// The poll's wait once the process is about to leave (see [`Membership::leaving_soon`]).
+const POLL_LEAVING: Duration = Duration::from_millis(50);
 /// How long to wait before trying again to set up the membership.
 const RETRY: Duration = Duration::from_secs(2);
 /// What the rebalance timeout leaves a member beyond storing its revoked tasks' positions.
@@ -121,8 +124,18 @@ pub enum GroupEvent {
 pub struct Membership {
     id: u64,
     session: Arc<GroupSession>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Leave>,
     handle: Option<JoinHandle<()>>,
+}
+
+/// Asks a membership's thread to leave the group, or to be ready to soon.
+#[derive(Default)]
+struct Leave {
+    /// Leave now.
+    now: AtomicBool,
+    /// The process is stopping: poll briefly, so that leaving, once asked, is not held up by a
+    /// poll's long wait.
+    soon: AtomicBool,
 }
 
 /// Numbers memberships, so events of one a reload replaced are told apart.
@@ -133,13 +146,13 @@ impl Membership {
     /// bounds how long a revocation waits for the flow to store its positions.
     pub fn start(config: &Config, flow: &FlowConfig, events: Sender<GroupEvent>, revoke_wait: Duration) -> Self {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Leave::default());
         let session = GroupSession::new(tasks_topic(flow));
         let (config, flow, stop_flag, member_session) = (config.clone(), flow.clone(), stop.clone(), session.clone());
         let handle = thread::Builder::new()
             .name(format!("group {}", flow.name()))
             .spawn(move || {
-                while !stop_flag.load(Ordering::Relaxed) {
+                while !stop_flag.now.load(Ordering::Relaxed) {
                     let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
                     member_session.set(None, BTreeSet::new());
                     if let Err(error) = result {
@@ -171,7 +184,12 @@ impl Membership {
     /// Starts leaving the group (a static member only stops heartbeating); the thread ends once
     /// the coordinator answered, see [`Membership::gone`].
     pub fn leave(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.now.store(true, Ordering::Relaxed);
+    }
+
+    /// The process is stopping and will ask the membership to leave once its flow stopped.
+    pub fn leaving_soon(&self) {
+        self.stop.soon.store(true, Ordering::Relaxed);
     }
 
     /// Whether the membership's thread has ended.
@@ -182,7 +200,7 @@ impl Membership {
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.now.store(true, Ordering::Relaxed);
     }
 }
 
@@ -204,7 +222,7 @@ struct Context {
     events: Sender<GroupEvent>,
     revoke_wait: Duration,
     /// Set when the process leaves: the revocation that leaving brings waits for nobody.
-    leaving: Arc<AtomicBool>,
+    leaving: Arc<Leave>,
     session: Arc<GroupSession>,
     /// Since when the member has waited for an assignment; `None` while it holds one.
     unassigned_since: Mutex<Option<Instant>>,
@@ -233,7 +251,7 @@ impl ConsumerContext for Context {
         // no member any more, and whoever owns its tasks now may have stored newer ones.
         // The revoked tasks stay the member's until the flow stored their positions.
         self.session.set(if consumer.assignment_lost() { None } else { consumer.group_metadata() }, owned(consumer));
-        if self.leaving.load(Ordering::Relaxed) {
+        if self.leaving.now.load(Ordering::Relaxed) {
             return;
         }
         let gone: BTreeSet<u32> = revoked.elements().iter().map(|e| e.partition() as u32).collect();
@@ -277,7 +295,7 @@ impl ConsumerContext for Context {
         }
         let tasks = owned(consumer);
         TasksChanged { flow: &self.flow, owned: &tasks }.emit();
-        if !self.leaving.load(Ordering::Relaxed) {
+        if !self.leaving.now.load(Ordering::Relaxed) {
             let _ = self.events.send(GroupEvent::Owned { flow: self.flow.clone(), member: self.member, tasks });
         }
     }
@@ -294,7 +312,7 @@ fn member(
     id: u64,
     events: &Sender<GroupEvent>,
     revoke_wait: Duration,
-    stop: &Arc<AtomicBool>,
+    stop: &Arc<Leave>,
     session: &Arc<GroupSession>,
 ) -> Result<(), ClusterError> {
     let client_error = |what: &str, reason: String| ClusterError::Client {
@@ -344,9 +362,10 @@ fn member(
     let consumer: BaseConsumer<Context> =
         create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
     consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))?;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.now.load(Ordering::Relaxed) {
         // The topic holds no record: polling only serves the group protocol and the callbacks.
-        if let Some(Err(e)) = consumer.poll(POLL) {
+        let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
+        if let Some(Err(e)) = consumer.poll(wait) {
             FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
         }
         let waited = consumer.context().waited();
