@@ -319,12 +319,8 @@ impl TopicTail {
         let mut partition = TopicPartitionList::new();
         partition.add_partition_offset(topic, 0, start).map_err(|e| fail("assigning", e.to_string()))?;
         reader.assign(&partition).map_err(|e| fail("assigning", e.to_string()))?;
-        let read = read_to(&reader, topic, high, (deadline, timeout), &self.abandon, on_record)
+        let read = read_to(&reader, topic, high, (deadline, timeout), &self.abandon, &mut self.next, on_record)
             .map_err(|(what, reason)| fail(what, reason));
-        // What was read is what was handed on: the next read goes on from there.
-        if let Some(reached) = position(&reader, topic).filter(|p| *p >= 0) {
-            self.next = Some(reached);
-        }
         let unassigned = reader.unassign().map_err(|e| fail("unassigning", e.to_string()));
         read.and(unassigned)
     }
@@ -336,15 +332,22 @@ fn position(reader: &BaseConsumer, topic: &str) -> Option<i64> {
 }
 
 /// Polls `reader` (assigned partition 0 of `topic`) until its position reaches `high`, giving up
-/// at `deadline` (`timeout` after the read began); an error says what failed and why.
+/// at `deadline` (`timeout` after the read began); an error says what failed and why. `next`
+/// follows what was handed to `on_record`, so a read given up midway goes on from there.
 fn read_to(
     reader: &BaseConsumer,
     topic: &str,
     high: i64,
     (deadline, timeout): (Instant, Duration),
     abandon: &Option<Arc<AtomicBool>>,
+    next: &mut Option<i64>,
     mut on_record: impl FnMut(&[u8], Option<&[u8]>),
 ) -> Result<(), (&'static str, String)> {
+    // Just after the assign the reader may still show where another tail of the same topic
+    // stopped: librdkafka clears that once the other tail's fetch has stopped. The position
+    // counts once it moved; until then only messages do.
+    let left = position(reader, topic);
+    let mut moved = false;
     loop {
         if Instant::now() > deadline {
             return Err(("reading", format!("not done within {}s", timeout.as_secs())));
@@ -359,14 +362,24 @@ fn read_to(
                 if let Some(k) = m.key() {
                     on_record(k, m.payload());
                 }
+                *next = Some(m.offset() + 1);
                 if m.offset() >= high - 1 {
                     return Ok(());
                 }
             }
             Some(Err(e)) => return Err(("reading", e.to_string())),
             None => {
-                if position(reader, topic).is_some_and(|p| p >= high) {
-                    return Ok(());
+                // Transaction markers move the position without a message.
+                let now = position(reader, topic);
+                moved |= now != left;
+                match now {
+                    Some(p) if moved && p >= next.unwrap_or(0) => {
+                        *next = Some(p);
+                        if p >= high {
+                            return Ok(());
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
