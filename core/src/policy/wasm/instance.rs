@@ -7,7 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::strait::policy::types::{Batch, Incoming, KeyState, Property, Verdict};
 use super::bindings::Policy;
-use super::engine::{Hooks, PolicyComponent};
+use super::engine::{Hooks, PolicyComponent, TICK};
 use super::error::PolicyError;
 use crate::active_active::Version;
 use crate::config::FlowConfig;
@@ -117,7 +117,10 @@ impl PolicyInstance {
         f(&self.bindings, &mut self.store).map_err(|e| {
             let cause = match e.downcast_ref::<Trap>() {
                 Some(Trap::Interrupt) => {
-                    format!("ran longer than {} ms (an endless loop?) and was stopped", self.call_ticks * 10)
+                    format!(
+                        "ran longer than the {} ms a call may take (an endless loop?) and was stopped",
+                        (TICK * self.call_ticks as u32).as_millis()
+                    )
                 }
                 _ if format!("{e:#}").contains("growing memory") => {
                     format!("tried to grow its memory past the {} MiB limit and was stopped", self.memory_mib)
