@@ -6,6 +6,7 @@ mod admin;
 mod diagnose;
 mod ffi;
 mod group_offsets;
+mod polled;
 mod shared;
 mod topic_configs;
 
@@ -19,6 +20,7 @@ pub use acls::{create_topic_acls, describe_topic_acls, AclOperation, TopicAcl};
 pub use admin::{AdminConnection, AdminError, ClusterAdmin, Ensured, TopicSpec};
 pub use diagnose::{cause_of, explain, Cause};
 pub use group_offsets::{list_group_offsets, list_offsets_of_groups, GroupOffset, GROUPS_IN_FLIGHT};
+pub use polled::{poll_producer, PolledProducer};
 pub use shared::{ControlProducer, PerCluster};
 pub use topic_configs::{incremental_alter_topic_configs, ConfigOp};
 

@@ -6,13 +6,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
+use rdkafka::producer::DefaultProducerContext;
 
-use super::{create_client, AdminConnection, ClusterAdmin, ClusterError};
+use super::{create_client, AdminConnection, ClusterAdmin, ClusterError, PolledProducer};
 use crate::config::{ClientSettings, ClusterConfig};
 
 /// A producer of strait's own records.
-pub type ControlProducer = Arc<ThreadedProducer<DefaultProducerContext>>;
+pub type ControlProducer = Arc<PolledProducer>;
 
 /// One `T` per cluster and settings, made on first use.
 pub struct PerCluster<T> {
@@ -53,7 +53,7 @@ impl<T> PerCluster<T> {
     }
 }
 
-impl PerCluster<ThreadedProducer<DefaultProducerContext>> {
+impl PerCluster<PolledProducer> {
     /// The control producer of `cluster` with `settings`: `acks=all`, a 5 ms linger. Aliases
     /// of one cluster (same bootstrap servers and settings) share it: it names no alias, and
     /// each brings a polling thread and one per broker.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::consumer::DefaultConsumerContext;
-use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::doorbell::Doorbell;
@@ -24,8 +24,8 @@ use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::cluster::TopicSpec;
 use crate::cluster::{
-    check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, ASSIGN_ONLY_CONSUMER,
-    REACH_TIMEOUT,
+    check_reachable, create_client, AdminConnection, ClusterError, ControlProducer, PerCluster, PolledProducer,
+    ASSIGN_ONLY_CONSUMER, REACH_TIMEOUT,
 };
 use crate::config::{ClientSettings, ClusterConfig, Config, FlowConfig, SyncLocation};
 use crate::events::{AssignmentChanged, PositionsLoaded};
@@ -71,7 +71,7 @@ pub struct Shared {
     /// flow that reads the target.
     pub keys: Arc<KeyStates>,
     /// Producers of heartbeats, checkpoints and offset syncs, one per cluster and settings.
-    pub producers: PerCluster<ThreadedProducer<DefaultProducerContext>>,
+    pub producers: PerCluster<PolledProducer>,
     /// The clients that list and read groups in checkpoint rounds, one per cluster and
     /// settings, shared by the cluster's aliases.
     pub group_listers: PerCluster<BaseConsumer>,

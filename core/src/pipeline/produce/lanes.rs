@@ -15,6 +15,7 @@ use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::delivery::DeliveryContext;
+use crate::cluster::poll_producer;
 
 /// A producer on the target that reports to the flow's deliveries.
 pub type TargetProducer = BaseProducer<DeliveryContext>;
@@ -85,7 +86,7 @@ impl Lanes {
     /// Serves delivery reports of every lane, waiting up to `timeout` on the first.
     pub fn poll(&self, timeout: Duration) {
         for (i, lane) in self.lanes.iter().enumerate() {
-            lane.producer.poll(if i == 0 { timeout } else { Duration::ZERO });
+            poll_producer(&lane.producer, if i == 0 { timeout } else { Duration::ZERO });
         }
     }
 

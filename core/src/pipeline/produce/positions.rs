@@ -16,6 +16,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::in_flight::POSITION_TICKET;
 use super::lanes::{resumable, TargetProducer};
+use crate::cluster::poll_producer;
 use crate::group::GroupSession;
 
 /// How long one call into a position transaction may wait; a commit or abort that times out
@@ -148,7 +149,7 @@ fn write(
             match producer.send(record) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    producer.poll(Duration::from_millis(10));
+                    poll_producer(producer, Duration::from_millis(10));
                 }
                 Err((e, _)) => return Err(e),
             }
