@@ -17,16 +17,19 @@ use rdkafka::config::{ClientConfig, FromClientConfigAndContext};
 use rdkafka::error::KafkaResult;
 use rdkafka::producer::{BaseProducer, DefaultProducerContext, ProducerContext};
 
-/// Added to a poll's wait: librdkafka's own wait then covers the whole of it (it never wakes
-/// before the milliseconds it was given, and does wake later than this), so the deadline has
-/// passed when the wait ends and rdkafka asks no more.
+/// Added to a poll's wait: librdkafka is handed the whole milliseconds asked for, and its wait
+/// never ends before them (it checks the monotonic clock and waits again on an early wake-up).
+/// A thread's wake-up comes a little late (Linux's default timer slack is 50 µs), later than
+/// this, so the deadline has passed when the wait ends and rdkafka asks no more. A thread
+/// pre-empted between rdkafka's reading the clock and librdkafka's may still spin, once.
 const PAST_WHOLE_MILLISECONDS: Duration = Duration::from_micros(20);
 
-/// How long the control producers' thread waits for a report before looking at its stop flag.
+/// How long each poll of the control producers' thread lasts, between looks at its stop flag.
 const CONTROL_POLL: Duration = Duration::from_millis(100);
 
-/// Serves `producer`'s delivery reports, waiting up to `timeout` when there are none. A wait
-/// that a report interrupts still ends in rdkafka's spin; one that times out does not.
+/// Serves `producer`'s delivery reports for `timeout` (rdkafka's `poll` runs to its deadline
+/// even after a report). A wait that a report interrupts still ends in rdkafka's spin; one
+/// that times out does not.
 pub fn poll_producer<C: ProducerContext>(producer: &BaseProducer<C>, timeout: Duration) {
     producer.poll(if timeout.is_zero() { timeout } else { timeout + PAST_WHOLE_MILLISECONDS });
 }
@@ -46,7 +49,7 @@ impl FromClientConfigAndContext<DefaultProducerContext> for PolledProducer {
         let stop = Arc::new(AtomicBool::new(false));
         let poller = {
             let (producer, stop) = (producer.clone(), stop.clone());
-            std::thread::Builder::new().name("control producer".into()).spawn(move || {
+            std::thread::Builder::new().name("control poll".into()).spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     poll_producer(&producer, CONTROL_POLL);
                 }

@@ -17,7 +17,7 @@ use crate::config::{FlowConfig, PolicyKind};
 use crate::policy::builtin;
 
 /// How often the epoch advances; call deadlines are counted in these ticks. The deadline only
-/// stops a runaway hook, so a tenth of its second is precision enough: a 10 ms tick woke the
+/// stops a runaway hook, so a tenth of a second is precision enough: a 10 ms tick woke the
 /// process 100 times a second whether or not a hook ever ran.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 /// The version of the contract, for messages.
@@ -28,14 +28,14 @@ pub(crate) const CONTRACT: &str = "strait:policy@0.1.0";
 pub struct Limits {
     /// Linear memory per instance, in bytes.
     pub memory_bytes: usize,
-    /// Wall time per call, in epoch ticks (of 100 ms): a call is stopped after between
-    /// `call_ticks - 1` and `call_ticks` ticks.
+    /// Wall time per call, in epoch ticks ([`TICK`]): a call is stopped after between
+    /// `call_ticks - 1` and `call_ticks` ticks, so the time it may take is `call_ticks - 1`.
     pub call_ticks: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_bytes: 64 << 20, call_ticks: 10 }
+        Self { memory_bytes: 64 << 20, call_ticks: 11 }
     }
 }
 

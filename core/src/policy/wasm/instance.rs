@@ -119,7 +119,7 @@ impl PolicyInstance {
                 Some(Trap::Interrupt) => {
                     format!(
                         "ran longer than the {} ms a call may take (an endless loop?) and was stopped",
-                        (TICK * self.call_ticks as u32).as_millis()
+                        (TICK * self.call_ticks.saturating_sub(1) as u32).as_millis()
                     )
                 }
                 _ if format!("{e:#}").contains("growing memory") => {
