@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::producer::BaseRecord;
 
 use crate::cluster::ControlProducer;
 use crate::events::{FlowRetrying, HeartbeatSent};
