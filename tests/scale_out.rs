@@ -358,5 +358,49 @@ fn a_flow_with_more_tasks_than_its_widest_topic_has_partitions_says_which_to_set
     let log = strait.log_text();
     assert!(told, "no strait_tasks_idle = 6; log:\n{log}");
     let line = log.lines().find(|l| l.contains("can never have a partition"));
-    assert!(line.is_some_and(|l| l.contains("at most 6")), "the warning names the fix: {line:?}");
+    assert!(line.is_some_and(|l| l.contains("at most 6")), "the line names the fix: {line:?}");
+    // This process owns every task, tasks 0-5 among them, so it has work: advice, not a warning.
+    assert!(line.is_some_and(|l| !l.contains(" WARN ")), "a process with work does not warn: {line:?}");
+}
+
+/// The last line of `strait`'s log about tasks that can never have a partition: each start of
+/// the flow's pipeline (each change of the tasks it owns) logs one.
+fn last_idle_tasks_line(strait: &Strait) -> Option<String> {
+    strait.log_text().lines().rfind(|l| l.contains("can never have a partition")).map(Into::into)
+}
+
+#[test]
+fn only_a_process_given_nothing_but_empty_tasks_warns_about_tasks_max() {
+    let _serial = one_at_a_time();
+    let s = stand();
+    let topic = unique("empty-tasks");
+    create_topic(&s.east, &topic, 1, 1, &[]);
+    // tasks.max left at its default, 12: only task 0 can have the topic's one partition, so of
+    // two processes exactly one reads it and the other owns only empty tasks.
+    let cfg = east_to_west(&topic, &format!("strait.group.session.timeout.ms = {}\n", SESSION.as_millis()));
+    let members: Vec<Strait> = (0..2).map(|_| Strait::start(&cfg)).collect();
+    let owned = |m: &Strait| m.metric("strait_tasks_owned", &[("flow", FLOW)]).unwrap_or(0.0);
+    let settled = wait_until(Duration::from_secs(90), || {
+        members.iter().all(|m| owned(m) >= 1.0)
+            && members.iter().map(owned).sum::<f64>() == 12.0
+            && members.iter().map(share).sum::<f64>() == 1.0
+    });
+    assert!(settled, "the two never shared the 12 tasks with one partition read; logs:\n{}", logs(&members));
+    let reader = members.iter().position(|m| share(m) == 1.0).expect("one member reads the partition");
+    let idler = &members[1 - reader];
+    // Processes that join together may see a passing assignment first; what counts is the line
+    // each logged for the tasks it holds now.
+    let warned = |m: &Strait| last_idle_tasks_line(m).is_some_and(|l| l.contains(" WARN "));
+    assert!(
+        wait_until(Duration::from_secs(30), || warned(idler)),
+        "the member given only empty tasks never warned; logs:\n{}",
+        logs(&members)
+    );
+    let line = last_idle_tasks_line(idler).unwrap_or_default();
+    assert!(line.contains("at most 1"), "the warning names the fix: {line}");
+    let line = last_idle_tasks_line(&members[reader]);
+    assert!(
+        line.as_ref().is_some_and(|l| l.contains(" INFO ") && l.contains("at most 1")),
+        "the member that reads the partition gives the advice without a warning: {line:?}"
+    );
 }

@@ -76,6 +76,19 @@ impl Tasks {
         self.owned.contains(&(partition.rem_euclid(self.count.max(1) as i32) as u32))
     }
 
+    /// Whether any owned task has a partition of a topic that has `widest` partitions (the
+    /// flow's widest): a process whose owned tasks all lie at or above it reads nothing.
+    ///
+    /// ```
+    /// use strait_core::group::Tasks;
+    /// assert!(Tasks { count: 12, owned: [2, 9].into() }.has_work(3));
+    /// assert!(!Tasks { count: 12, owned: [6, 11].into() }.has_work(6));
+    /// assert!(!Tasks { count: 12, owned: [].into() }.has_work(6));
+    /// ```
+    pub fn has_work(&self, widest: i32) -> bool {
+        self.owned.iter().any(|&task| i64::from(task) < i64::from(widest))
+    }
+
     /// Whether this process does the flow's once-only work (heartbeats, checkpoints, group
     /// offset sync): the owner of task 0.
     pub fn leads(&self) -> bool {

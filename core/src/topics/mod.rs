@@ -220,7 +220,13 @@ impl Discovery {
         if widest != self.widest {
             self.widest = widest;
             if widest > 0 && (widest as u32) < self.tasks.count {
-                TasksIdle { flow: &self.flow, tasks: self.tasks.count, widest }.emit();
+                TasksIdle {
+                    flow: &self.flow,
+                    tasks: self.tasks.count,
+                    widest,
+                    this_process_has_work: self.tasks.has_work(widest),
+                }
+                .emit();
             }
         }
         let count = change.added.len();
