@@ -204,32 +204,34 @@ pub struct TasksIdle<'a> {
     pub tasks: u32,
     /// The partition count of the widest replicated topic.
     pub widest: i32,
-    /// Whether a task this process owns has partitions. A process with work only logs the
-    /// advice: with the default `tasks.max` every small topic would otherwise warn at each start,
-    /// though nothing idles until a process is given only empty tasks.
-    pub this_process_has_work: bool,
+    /// Whether this process owns tasks, none with a partition: only then is the line a
+    /// warning. With the default `tasks.max` every small topic would otherwise warn at each
+    /// start, though nothing idles until a process is given only empty tasks.
+    pub only_empty_tasks_owned: bool,
 }
 
 impl TasksIdle<'_> {
-    /// Logs the fix (a warning when this process idles) and sets `strait_tasks_idle`.
+    /// Sets `strait_tasks_idle` and, when some tasks can never have a partition, logs the fix
+    /// (a warning when this process idles).
     pub fn emit(&self) {
         let idle = self.tasks.saturating_sub(self.widest.max(0) as u32);
-        if self.this_process_has_work {
-            info!(
+        // The line first: whoever sees the gauge may look for it.
+        match (idle, self.only_empty_tasks_owned) {
+            (0, _) => {}
+            (_, false) => info!(
                 flow = self.flow,
                 tasks = self.tasks,
                 widest_topic_partitions = self.widest,
                 "{idle} of the flow's tasks can never have a partition; a process the group gives only those would idle: set `tasks.max` to at most {} before running more than one process",
                 self.widest
-            );
-        } else {
-            warn!(
+            ),
+            (_, true) => warn!(
                 flow = self.flow,
                 tasks = self.tasks,
                 widest_topic_partitions = self.widest,
                 "{idle} of the flow's tasks can never have a partition, and this process was given only those, so it reads nothing of this flow; set `tasks.max` to at most {} so every process running it gets work",
                 self.widest
-            );
+            ),
         }
         gauge!("strait_tasks_idle", "flow" => self.flow.to_string()).set(f64::from(idle));
     }

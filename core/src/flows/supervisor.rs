@@ -84,11 +84,17 @@ impl State {
     }
 }
 
+/// Why a flow whose group changed its tasks stops and starts again.
+const TASKS_CHANGED: &str = "its tasks changed; starting it with the tasks it owns now";
+/// Why a flow whose config changed stops and starts again.
+pub(super) const CONFIG_CHANGED: &str = "its config changed; starting it with the new one";
+
 /// What to do once a flow that was asked to stop has stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Then {
     Stay,
-    Restart,
+    /// Start it again, saying why it stopped.
+    Restart(&'static str),
     Remove,
     /// Park it, for this reason (a setting its new group member's client refused).
     Park(String),
@@ -271,7 +277,7 @@ impl Supervisor {
             // The flow stops, storing what the target acknowledged; the tasks go on after that.
             Some(done) if active => {
                 f.revoked.push(done);
-                self.stop(&name, deadline, Then::Restart);
+                self.stop(&name, deadline, Then::Restart(TASKS_CHANGED));
             }
             Some(done) => {
                 let _ = done.send(());
@@ -279,7 +285,7 @@ impl Supervisor {
                     self.start(&name);
                 }
             }
-            None if active => self.stop(&name, deadline, Then::Restart),
+            None if active => self.stop(&name, deadline, Then::Restart(TASKS_CHANGED)),
             None => {
                 if first || matches!(f.state, State::Stopped) {
                     self.start(&name);
@@ -422,8 +428,8 @@ impl Supervisor {
         let Some(f) = self.flows.get_mut(name) else { return };
         f.run_ended(&mut self.leaving);
         match f.then.clone() {
-            Then::Restart => {
-                self.set_state(name, State::Stopped, "its config changed; starting it with the new one");
+            Then::Restart(why) => {
+                self.set_state(name, State::Stopped, why);
                 self.start(name);
             }
             Then::Remove => {

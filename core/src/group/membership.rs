@@ -76,17 +76,18 @@ impl Tasks {
         self.owned.contains(&(partition.rem_euclid(self.count.max(1) as i32) as u32))
     }
 
-    /// Whether any owned task has a partition of a topic that has `widest` partitions (the
-    /// flow's widest): a process whose owned tasks all lie at or above it reads nothing.
+    /// Whether this process owns tasks and none of them can have a partition of a topic that
+    /// has `widest` partitions (the flow's widest): it runs the flow and reads nothing. A process
+    /// that owns no task (its group membership lost, say) is not idling for want of partitions.
     ///
     /// ```
     /// use strait_core::group::Tasks;
-    /// assert!(Tasks { count: 12, owned: [2, 9].into() }.has_work(3));
-    /// assert!(!Tasks { count: 12, owned: [6, 11].into() }.has_work(6));
-    /// assert!(!Tasks { count: 12, owned: [].into() }.has_work(6));
+    /// assert!(!Tasks { count: 12, owned: [2, 9].into() }.only_empty(3));
+    /// assert!(Tasks { count: 12, owned: [6, 11].into() }.only_empty(6));
+    /// assert!(!Tasks { count: 12, owned: [].into() }.only_empty(6));
     /// ```
-    pub fn has_work(&self, widest: i32) -> bool {
-        self.owned.iter().any(|&task| i64::from(task) < i64::from(widest))
+    pub fn only_empty(&self, widest: i32) -> bool {
+        !self.owned.is_empty() && self.owned.iter().all(|&task| i64::from(task) >= i64::from(widest))
     }
 
     /// Whether this process does the flow's once-only work (heartbeats, checkpoints, group

@@ -219,12 +219,13 @@ impl Discovery {
         let widest = self.assigned.values().map(|(seen, _)| *seen).max().unwrap_or(0);
         if widest != self.widest {
             self.widest = widest;
-            if widest > 0 && (widest as u32) < self.tasks.count {
+            // Also once the widest topic has grown to `tasks.max`: the gauge goes back to 0.
+            if widest > 0 {
                 TasksIdle {
                     flow: &self.flow,
                     tasks: self.tasks.count,
                     widest,
-                    this_process_has_work: self.tasks.has_work(widest),
+                    only_empty_tasks_owned: self.tasks.only_empty(widest),
                 }
                 .emit();
             }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{modified, Backoff, Membership, State, Supervisor, Then};
+use super::{modified, Backoff, Membership, State, Supervisor, Then, CONFIG_CHANGED};
 use crate::config::Config;
 use crate::events::{ConfigReloadRefused, ConfigReloaded};
 
@@ -94,7 +94,7 @@ impl Supervisor {
                     }
                     f.tasks = None;
                     if f.state.active() {
-                        self.stop(&name, deadline, Then::Restart);
+                        self.stop(&name, deadline, Then::Restart(CONFIG_CHANGED));
                     } else {
                         // It starts once the new group says which tasks it runs; until then a
                         // parked flow is parked no more, so the process does not end over it.
