@@ -403,3 +403,36 @@ fn only_a_process_given_nothing_but_empty_tasks_warns_about_tasks_max() {
         assert!(line.contains("at most 1"), "the line names the fix: {line}");
     }
 }
+
+#[test]
+fn processes_stopping_together_start_nothing_while_they_stop() {
+    let _serial = one_at_a_time();
+    let s = stand();
+    let topic = unique("stop-together");
+    create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
+    let mut members: Vec<Strait> = (0..2).map(|_| Strait::start(&config(&topic))).collect();
+    assert!(
+        wait_until(Duration::from_secs(90), || split(&members)),
+        "the members never split the partitions; logs:\n{}",
+        logs(&members)
+    );
+    // Each member that leaves hands its tasks to the other, which is stopping too: those tasks
+    // must not start its flow again, or its shutdown waits out the whole timeout (30 s).
+    let before: Vec<usize> = members.iter().map(|m| m.log_text().len()).collect();
+    let asked = Instant::now();
+    for m in &members {
+        m.signal("TERM");
+    }
+    for (i, m) in members.iter_mut().enumerate() {
+        let status = m.wait_exit(Duration::from_secs(40));
+        let took = asked.elapsed();
+        let log = m.log_text();
+        assert!(status.is_some_and(|s| s.success()), "member {i} did not exit cleanly ({status:?}); log:\n{log}");
+        assert!(took < Duration::from_secs(20), "member {i} took {took:?} to stop; log:\n{log}");
+        let after = log.get(before[i]..).unwrap_or_default();
+        assert!(
+            !after.lines().any(|l| l.contains("state=\"starting\"")),
+            "member {i} started a flow while stopping; log after SIGTERM:\n{after}"
+        );
+    }
+}

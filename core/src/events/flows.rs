@@ -194,9 +194,9 @@ impl TransactionsCommitted<'_> {
     }
 }
 
-/// A flow has more tasks than its widest topic has partitions: task `t` replicates partitions
-/// `p % tasks.max == t`, so tasks from the widest topic's partition count up never have work,
-/// and a process the group gives only such tasks idles.
+/// The widest topic of a flow changed its partition count. Task `t` replicates partitions
+/// `p % tasks.max == t`, so when that count is below `tasks.max` the tasks from it up never
+/// have work, and a process the group gives only such tasks idles.
 pub struct TasksIdle<'a> {
     /// `source->target`.
     pub flow: &'a str,

@@ -155,6 +155,8 @@ struct Supervisor {
     leaving: Vec<Membership>,
     config_modified: Option<SystemTime>,
     last_file_check: Instant,
+    /// Set once the process stops: group events no longer start or restart a flow.
+    shutting_down: bool,
 }
 
 /// Runs every flow of `config` until `signals.stop` is set, supervising each on its own.
@@ -174,6 +176,7 @@ pub fn run(config: Config, options: RunOptions, signals: &Signals) -> Result<(),
         leaving: Vec::new(),
         config_modified,
         last_file_check: Instant::now(),
+        shutting_down: false,
     };
     let flows = s.config.flows.clone();
     for flow in flows {
@@ -273,11 +276,29 @@ impl Supervisor {
         f.tasks = Some(tasks);
         let active = f.control.is_some() && f.state.active();
         let deadline = Instant::now() + self.config.shutdown_timeout;
+        if self.shutting_down {
+            // Every flow is stopping for good: revoked tasks are handed on once their positions
+            // are stored, as ever, and nothing starts again.
+            match done {
+                Some(done) if active => f.revoked.push(done),
+                Some(done) => {
+                    let _ = done.send(());
+                }
+                None => {}
+            }
+            return;
+        }
+        // What was already asked of a stopping flow (its removal, a park, a restart with a new
+        // config) still happens; the new tasks are taken up by whatever starts next.
+        let then = match &f.then {
+            Then::Stay => Then::Restart(TASKS_CHANGED),
+            pending => pending.clone(),
+        };
         match done {
             // The flow stops, storing what the target acknowledged; the tasks go on after that.
             Some(done) if active => {
                 f.revoked.push(done);
-                self.stop(&name, deadline, Then::Restart(TASKS_CHANGED));
+                self.stop(&name, deadline, then);
             }
             Some(done) => {
                 let _ = done.send(());
@@ -285,7 +306,7 @@ impl Supervisor {
                     self.start(&name);
                 }
             }
-            None if active => self.stop(&name, deadline, Then::Restart(TASKS_CHANGED)),
+            None if active => self.stop(&name, deadline, then),
             None => {
                 if first || matches!(f.state, State::Stopped) {
                     self.start(&name);
@@ -480,6 +501,7 @@ impl Supervisor {
 
     /// Stops every flow and waits for them until the shutdown timeout, then returns anyway.
     fn shutdown(&mut self) {
+        self.shutting_down = true;
         let deadline = Instant::now() + self.config.shutdown_timeout;
         let names: Vec<String> = self.flows.keys().cloned().collect();
         for f in self.flows.values() {
