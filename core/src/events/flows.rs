@@ -194,15 +194,15 @@ impl TransactionsCommitted<'_> {
     }
 }
 
-/// The widest topic of a flow changed its partition count. Task `t` replicates partitions
-/// `p % tasks.max == t`, so when that count is below `tasks.max` the tasks from it up never
-/// have work, and a process the group gives only such tasks idles.
+/// A flow's first discovery round, or its widest topic changed its partition count. Task `t`
+/// replicates partitions `p % tasks.max == t`, so when that count is below `tasks.max` the
+/// tasks from it up never have work, and a process the group gives only such tasks idles.
 pub struct TasksIdle<'a> {
     /// `source->target`.
     pub flow: &'a str,
     /// `tasks.max`.
     pub tasks: u32,
-    /// The partition count of the widest replicated topic.
+    /// The partition count of the widest replicated topic; 0 when the flow replicates no topic.
     pub widest: i32,
     /// Whether this process owns tasks, none with a partition: only then is the line a
     /// warning. With the default `tasks.max` every small topic would otherwise warn at each
@@ -214,7 +214,7 @@ impl TasksIdle<'_> {
     /// Sets `strait_tasks_idle` and, when some tasks can never have a partition, logs the fix
     /// (a warning when this process idles).
     pub fn emit(&self) {
-        let idle = self.tasks.saturating_sub(self.widest.max(0) as u32);
+        let idle = self.idle();
         // The line first: whoever sees the gauge may look for it.
         match (idle, self.only_empty_tasks_owned) {
             (0, _) => {}
@@ -235,6 +235,15 @@ impl TasksIdle<'_> {
         }
         gauge!("strait_tasks_idle", "flow" => self.flow.to_string()).set(f64::from(idle));
     }
+
+    /// Tasks that can never have a partition. 0 while the flow replicates no topic: then every
+    /// task idles, but no `tasks.max` would change that, so there is nothing to advise.
+    pub fn idle(&self) -> u32 {
+        match u32::try_from(self.widest) {
+            Ok(widest) if widest > 0 => self.tasks.saturating_sub(widest),
+            _ => 0,
+        }
+    }
 }
 
 /// The flow's replication lag, reported by its fetch stage once a second.
@@ -254,5 +263,32 @@ impl FlowLag<'_> {
         tracing::trace!(flow = self.flow, records = self.records, seconds = self.seconds, "lag");
         gauge!("strait_flow_lag_records", "flow" => self.flow.to_string()).set(self.records as f64);
         gauge!("strait_flow_lag_seconds", "flow" => self.flow.to_string()).set(self.seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TasksIdle;
+
+    fn idle(tasks: u32, widest: i32) -> u32 {
+        TasksIdle { flow: "us-east->us-west", tasks, widest, only_empty_tasks_owned: false }.idle()
+    }
+
+    #[test]
+    fn tasks_beyond_the_widest_topic_idle() {
+        assert_eq!(idle(12, 6), 6);
+        assert_eq!(idle(12, 1), 11);
+    }
+
+    #[test]
+    fn no_task_idles_once_the_widest_topic_reaches_tasks_max() {
+        assert_eq!(idle(6, 6), 0);
+        assert_eq!(idle(6, 40), 0);
+    }
+
+    #[test]
+    fn a_flow_with_no_topic_reports_no_idle_task() {
+        assert_eq!(idle(12, 0), 0);
+        assert_eq!(idle(12, -1), 0);
     }
 }

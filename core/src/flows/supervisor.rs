@@ -100,6 +100,18 @@ enum Then {
     Park(String),
 }
 
+impl Then {
+    /// What a flow does once stopped when its tasks change: restart with them, unless it was
+    /// already asked for something else (its removal, a park, a restart with a new config),
+    /// which still happens; the new tasks are then taken up if anything starts.
+    fn after_tasks_changed(&self) -> Then {
+        match self {
+            Then::Stay => Then::Restart(TASKS_CHANGED),
+            pending => pending.clone(),
+        }
+    }
+}
+
 struct Flow {
     config: FlowConfig,
     fingerprint: u64,
@@ -288,12 +300,7 @@ impl Supervisor {
             }
             return;
         }
-        // What was already asked of a stopping flow (its removal, a park, a restart with a new
-        // config) still happens; the new tasks are taken up by whatever starts next.
-        let then = match &f.then {
-            Then::Stay => Then::Restart(TASKS_CHANGED),
-            pending => pending.clone(),
-        };
+        let then = f.then.after_tasks_changed();
         match done {
             // The flow stops, storing what the target acknowledged; the tasks go on after that.
             Some(done) if active => {
@@ -546,5 +553,22 @@ const LEAVE_WAIT: Duration = Duration::from_secs(3);
 fn discard(result: Result<FlowParts, FlowError>) {
     if let Ok(parts) = result {
         let _ = thread::Builder::new().name("reaper".into()).spawn(move || drop(parts));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Then, CONFIG_CHANGED, TASKS_CHANGED};
+
+    #[test]
+    fn a_flow_asked_only_to_stop_restarts_with_its_new_tasks() {
+        assert_eq!(Then::Stay.after_tasks_changed(), Then::Restart(TASKS_CHANGED));
+    }
+
+    #[test]
+    fn a_pending_removal_park_or_config_restart_outlives_a_tasks_change() {
+        for pending in [Then::Remove, Then::Park("refused".into()), Then::Restart(CONFIG_CHANGED)] {
+            assert_eq!(pending.after_tasks_changed(), pending);
+        }
     }
 }

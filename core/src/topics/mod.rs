@@ -90,8 +90,10 @@ pub struct Discovery {
     /// at their end.
     from_latest: bool,
     fetcher: Sender<AssignmentChange>,
-    /// The partition count of the widest replicated topic when last checked against `tasks.max`.
-    widest: i32,
+    /// The partition count of the widest replicated topic when last checked against `tasks.max`;
+    /// `None` before the first round, so that round sets `strait_tasks_idle` even with no topic
+    /// (a restarted flow's gauge would otherwise keep its last run's value).
+    widest: Option<i32>,
 }
 
 /// How long reading a partition's end may take.
@@ -136,7 +138,7 @@ impl Discovery {
             tasks: Tasks::all(1),
             from_latest: false,
             fetcher,
-            widest: 0,
+            widest: None,
         }
     }
 
@@ -217,18 +219,17 @@ impl Discovery {
             }
         }
         let widest = self.assigned.values().map(|(seen, _)| *seen).max().unwrap_or(0);
-        if widest != self.widest {
-            self.widest = widest;
-            // Also once the widest topic has grown to `tasks.max`: the gauge goes back to 0.
-            if widest > 0 {
-                TasksIdle {
-                    flow: &self.flow,
-                    tasks: self.tasks.count,
-                    widest,
-                    only_empty_tasks_owned: self.tasks.only_empty(widest),
-                }
-                .emit();
+        // Also once the widest topic has grown to `tasks.max`, or the last topic went: the gauge
+        // goes back to 0.
+        if self.widest != Some(widest) {
+            self.widest = Some(widest);
+            TasksIdle {
+                flow: &self.flow,
+                tasks: self.tasks.count,
+                widest,
+                only_empty_tasks_owned: self.tasks.only_empty(widest),
             }
+            .emit();
         }
         let count = change.added.len();
         if count > 0 || !change.removed.is_empty() {
