@@ -60,8 +60,8 @@ fn exactly_once_survives_ten_kill_9s_during_a_two_million_record_backlog_with_no
     create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
     let remote = format!("us-east.{topic}");
     // Large enough that the backlog outlasts the kills: in one CI run strait drained 700,000
-    // records between the first and the fifth kill of a 1,000,000 backlog, and five kills
-    // found fewer than 100,000 left.
+    // records between the first and the fifth kill of a 1,000,000 backlog, and six of the ten
+    // kills found fewer than 100,000 left.
     const BACKLOG: u64 = 2_000_000;
     preload(&s.east, &topic, PARTITIONS, 0, BACKLOG, 100);
 
