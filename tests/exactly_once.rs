@@ -167,3 +167,54 @@ fn a_new_owner_fences_the_old_one_and_its_open_transaction_never_becomes_visible
     println!("the frozen member was told: {fenced:?}");
     assert!(fenced.is_some(), "the woken member's writes were not refused as fenced; log:\n{zombie_log}");
 }
+
+/// How many records `topic`'s partition 0 holds, counted from the end a `read_uncommitted`
+/// reader sees: records of open transactions included.
+fn uncommitted_end(bootstrap: &str, topic: &str) -> i64 {
+    let reader: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "strait-tests-reader")
+        .set("isolation.level", "read_uncommitted")
+        .create()
+        .expect("consumer");
+    rdkafka::consumer::Consumer::fetch_watermarks(&reader, topic, 0, Duration::from_secs(10))
+        .map_or(0, |(_, high)| high)
+}
+
+#[test]
+fn a_parked_exactly_once_flow_aborts_its_open_transaction_so_read_committed_readers_go_on_at_once() {
+    let _serial = one_at_a_time();
+    let s = stand();
+    let topic = unique("eos-park");
+    create_topic(&s.east, &topic, 1, 1, &[("max.message.bytes", "3000000")]);
+    let remote = format!("us-east.{topic}");
+    // Five records the target takes, then one its producer refuses: the flow parks with the
+    // five written inside a transaction that cannot commit. The transaction would commit only
+    // after 30 s; the target producer's `transaction.timeout.ms` is librdkafka's 60 s.
+    let mut sent: Vec<TestRecord> = (0..5).map(|i| TestRecord::kv(0, "small", &i.to_string())).collect();
+    sent.push(TestRecord::kv(0, "big", &"b".repeat(2_000_000)));
+    produce(&s.east, &topic, &sent, &[("message.max.bytes", "3000000")]);
+    let cfg = east_to_west(&topic, "exactly.once.source.support = enabled\ntransaction.boundary.interval.ms = 30000\n");
+    let mut strait = Strait::start(&cfg);
+    let status = strait.wait_exit(Duration::from_secs(90)).expect("the refused record parks the only flow");
+    let log = strait.log_text();
+    assert!(!status.success(), "{log}");
+    assert!(
+        uncommitted_end(&s.west, &remote) >= 5,
+        "the five records never reached the target inside a transaction, so nothing was left open to abort; log:\n{log}"
+    );
+
+    // Another writer on the same target partition: a `read_committed` reader sees its record
+    // only once nothing older is left open, which without the abort takes until the timeout.
+    let parked = Instant::now();
+    produce(&s.west, &remote, &[TestRecord::kv(0, "sentinel", "another writer")], &[]);
+    let got = read_all(&s.west, &remote, 1, Duration::from_secs(15));
+    println!("the other writer's record was readable committed {:?} after the park", parked.elapsed());
+    let values: Vec<_> = got.iter().flatten().map(|r| r.value.clone()).collect();
+    assert_eq!(
+        values,
+        vec![Some(b"another writer".to_vec())],
+        "within 15 s a read_committed reader sees the other writer's record and none of the aborted five; log:\n{log}"
+    );
+    assert!(log.contains("open transaction was aborted"), "the flow did not say it aborted; log:\n{log}");
+}

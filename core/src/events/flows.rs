@@ -194,6 +194,38 @@ impl TransactionsCommitted<'_> {
     }
 }
 
+/// An exactly-once flow that stopped or parked with its transactions open aborted them, so
+/// `read_committed` readers of the target partitions and of the position topic go on at once
+/// instead of waiting out `transaction.timeout.ms`.
+pub struct TransactionsAborted<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Why they could not commit.
+    pub why: &'a str,
+    /// What went wrong while aborting, if anything: a lane that could not abort leaves its
+    /// transaction to the coordinator's timeout or to the task's next owner, which aborts it.
+    pub failure: Option<&'a str>,
+}
+
+impl TransactionsAborted<'_> {
+    /// Logs at warn level and counts `strait_transactions_aborted_total`.
+    pub fn emit(&self) {
+        match self.failure {
+            None => tracing::warn!(
+                flow = self.flow,
+                "{}; the open transaction was aborted and the flow resumes at its last commit",
+                self.why
+            ),
+            Some(failure) => tracing::warn!(
+                flow = self.flow,
+                "{}; aborting the open transaction failed ({failure}): readers wait for its timeout, and the flow resumes at its last commit",
+                self.why
+            ),
+        }
+        counter!("strait_transactions_aborted_total", "flow" => self.flow.to_string()).increment(1);
+    }
+}
+
 /// A flow's first discovery round, or its widest topic changed its partition count. Task `t`
 /// replicates partitions `p % tasks.max == t`, so when that count is below `tasks.max` the
 /// tasks from it up never have work, and a process the group gives only such tasks idles.

@@ -13,7 +13,7 @@ mod topics;
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use flows::{
     AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining,
-    ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsCommitted,
+    ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsAborted, TransactionsCommitted,
 };
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
@@ -300,5 +300,5 @@ impl PolicyReloadFailed<'_> {
 
 /// Wall-clock seconds since the epoch, for the `*_timestamp_seconds` gauges.
 pub(crate) fn unix_seconds() -> f64 {
-    crate::pipeline::now_millis() as f64 / 1000.0
+    crate::clock::now_millis() as f64 / 1000.0
 }

@@ -37,8 +37,8 @@ struct Lane {
     producer: TargetProducer,
     /// Exactly-once: the task whose partitions this producer writes.
     task: u32,
-    /// Exactly-once: whether this lane's part of the current commit is done.
-    committed: bool,
+    /// Exactly-once: whether this lane's part of the current commit, or abort, is done.
+    ended: bool,
 }
 
 /// One producer, or one per owned task.
@@ -46,19 +46,21 @@ pub struct Lanes {
     lanes: Vec<Lane>,
     /// Exactly-once: `tasks.max`, which maps a source partition to its task.
     tasks: Option<u32>,
+    /// Exactly-once: what the first lane that could not abort said, while others still abort.
+    abort_failure: Option<String>,
 }
 
 impl Lanes {
     /// At-least-once: every record goes through `producer`.
     pub fn single(producer: TargetProducer) -> Self {
-        Self { lanes: vec![Lane { producer, task: 0, committed: false }], tasks: None }
+        Self { lanes: vec![Lane { producer, task: 0, ended: false }], tasks: None, abort_failure: None }
     }
 
     /// Exactly-once: one transactional producer per owned task, each already past
     /// `init_transactions`.
     pub fn transactional(producers: Vec<(u32, TargetProducer)>, tasks: u32) -> Self {
-        let lanes = producers.into_iter().map(|(task, producer)| Lane { producer, task, committed: false }).collect();
-        Self { lanes, tasks: Some(tasks.max(1)) }
+        let lanes = producers.into_iter().map(|(task, producer)| Lane { producer, task, ended: false }).collect();
+        Self { lanes, tasks: Some(tasks.max(1)), abort_failure: None }
     }
 
     /// Whether records and positions are written in transactions.
@@ -99,7 +101,7 @@ impl Lanes {
     pub fn begin(&mut self) -> Result<(), KafkaError> {
         for lane in &mut self.lanes {
             lane.producer.begin_transaction()?;
-            lane.committed = false;
+            lane.ended = false;
         }
         Ok(())
     }
@@ -108,14 +110,57 @@ impl Lanes {
     /// `Ok(true)` once all are committed, `Ok(false)` while one is still under way (call again;
     /// librdkafka resumes it). Call only when nothing is in flight, so no call waits on a flush.
     pub fn commit(&mut self, wait: Duration) -> Result<bool, KafkaError> {
-        for lane in self.lanes.iter_mut().filter(|l| !l.committed) {
+        for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
             match lane.producer.commit_transaction(wait) {
-                Ok(()) => lane.committed = true,
+                Ok(()) => lane.ended = true,
                 Err(e) if resumable(&e) => return Ok(false),
                 Err(e) => return Err(e),
             }
         }
         Ok(true)
+    }
+}
+
+/// Where an abort of every lane's transaction stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// A lane's abort is still under way: call again.
+    Pending,
+    /// Every lane's transaction is aborted.
+    Done,
+    /// Every lane is done, and this is what the first that could not abort said: fenced, say,
+    /// or never in a transaction. Its transaction, if any, is left to the coordinator's timeout
+    /// or to the task's next owner, which aborts it.
+    Failed(String),
+}
+
+impl Lanes {
+    /// Exactly-once: aborts every lane's open transaction, waiting at most `wait` per lane, so
+    /// that `read_committed` readers of the target need not wait out `transaction.timeout.ms`.
+    /// Call again while it answers [`Abort::Pending`]: librdkafka resumes a timed-out abort.
+    pub fn abort(&mut self, wait: Duration) -> Abort {
+        let mut pending = false;
+        for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
+            // librdkafka's abort purges what is in flight and then waits until those delivery
+            // reports are served; rdkafka's abort does not serve them, so it is done here.
+            lane.producer.poll(Duration::ZERO);
+            match lane.producer.abort_transaction(wait) {
+                Ok(()) => lane.ended = true,
+                Err(e) if resumable(&e) => pending = true,
+                Err(e) => {
+                    lane.ended = true;
+                    self.abort_failure.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+        match (pending, self.abort_failure.take()) {
+            (true, failure) => {
+                self.abort_failure = failure;
+                Abort::Pending
+            }
+            (false, None) => Abort::Done,
+            (false, Some(failure)) => Abort::Failed(failure),
+        }
     }
 }
 

@@ -24,14 +24,16 @@ use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
 use super::{FlowError, Slots};
 use crate::cluster::ControlProducer;
-use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected, TransactionsCommitted};
+use crate::events::{
+    FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected, TransactionsAborted, TransactionsCommitted,
+};
 use crate::offsets::mm2::OffsetSync;
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
 use crate::offsets::{PositionWrite, SlotId, SourceOffset};
 
 pub use delivery::{Deliveries, DeliveryContext};
 pub use in_flight::{InFlight, Sent, Ticket, POSITION_TICKET};
-pub use lanes::{transactional_id, Lanes, TargetProducer};
+pub use lanes::{transactional_id, Abort, Lanes, TargetProducer};
 use positions::Outcome;
 pub use positions::PositionWriter;
 
@@ -105,6 +107,10 @@ pub struct ProduceTask {
     /// Position writes handed to a producer but not yet known to be stored (committed, in a
     /// transactional mode): counted once they are.
     unconfirmed: Unconfirmed,
+    /// Exactly-once: why a stopping stage's open transaction cannot commit.
+    cannot_commit: Option<String>,
+    /// Exactly-once: set once a stopping stage aborts what it could not commit.
+    aborting: Option<Aborting>,
 }
 
 /// Counts of position writes not yet confirmed.
@@ -165,8 +171,58 @@ struct Sending {
     metadata_deadline: Option<Instant>,
 }
 
+/// How long a stopping exactly-once flow tries to abort its open transactions: long enough
+/// for a reachable coordinator; a frozen one leaves them to `transaction.timeout.ms`.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// Exactly-once: a stopping stage aborting the transactions it could not commit.
+struct Aborting {
+    /// Why they could not commit.
+    why: String,
+    until: Instant,
+}
+
 impl StageTask for ProduceTask {
     fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+        if self.aborting.is_some() {
+            return Ok(self.abort_step(wait));
+        }
+        let step = self.replicate_step(wait);
+        // An exactly-once stage never ends with a transaction open: every `read_committed`
+        // reader of its partitions, and of the position topic, would wait out its timeout.
+        if !self.stage.lanes.transactional_mode()
+            || self.transaction.began.is_none()
+            || matches!(step, Ok(Step::Worked | Step::Idle))
+        {
+            return step;
+        }
+        let why = match step {
+            Err(e) => {
+                let why = e.to_string();
+                self.stage.control.fail(e);
+                why
+            }
+            Ok(_) => self.cannot_commit.take().unwrap_or_else(|| "the flow stopped".into()),
+        };
+        self.aborting = Some(Aborting { why, until: Instant::now() + ABORT_WAIT });
+        Ok(Step::Worked)
+    }
+
+    fn polling(&self) -> bool {
+        // Acknowledgements come only when polled for, and a stopping stage drains on deadlines;
+        // a transaction (exactly-once) is committed on a timer.
+        self.sending.is_some()
+            || self.draining.is_some()
+            || !self.unstored.is_empty()
+            || self.stage.lanes.transactional_mode()
+            || self.stage.lanes.in_flight() > 0
+            || self.stage.position_writer.as_ref().is_some_and(PositionWriter::busy)
+    }
+}
+
+impl ProduceTask {
+    /// Moves records on, or drains a stopping stage.
+    fn replicate_step(&mut self, wait: Duration) -> Result<Step, FlowError> {
         if self.positions_published.elapsed() >= LAG_EVERY {
             self.positions_published = Instant::now();
             self.stage.publish_positions();
@@ -186,19 +242,21 @@ impl StageTask for ProduceTask {
         self.drain_step(wait)
     }
 
-    fn polling(&self) -> bool {
-        // Acknowledgements come only when polled for, and a stopping stage drains on deadlines;
-        // a transaction (exactly-once) is committed on a timer.
-        self.sending.is_some()
-            || self.draining.is_some()
-            || !self.unstored.is_empty()
-            || self.stage.lanes.transactional_mode()
-            || self.stage.lanes.in_flight() > 0
-            || self.stage.position_writer.as_ref().is_some_and(PositionWriter::busy)
+    /// Exactly-once: one step of aborting the open transactions; never waits longer than `wait`.
+    fn abort_step(&mut self, wait: Duration) -> Step {
+        let Some(aborting) = &self.aborting else { return Step::Finished };
+        let failure = match self.stage.lanes.abort(wait.min(COMMIT_WAIT)) {
+            Abort::Pending if Instant::now() < aborting.until => return Step::Idle,
+            Abort::Pending => Some(format!("the coordinator did not answer within {ABORT_WAIT:?}")),
+            Abort::Done => None,
+            Abort::Failed(failure) => Some(failure),
+        };
+        TransactionsAborted { flow: &self.stage.flow, why: &aborting.why, failure: failure.as_deref() }.emit();
+        self.aborting = None;
+        self.transaction = Transaction::default();
+        Step::Finished
     }
-}
 
-impl ProduceTask {
     /// Moves one batch on.
     fn advance(&mut self, wait: Duration) -> Result<Step, Halt> {
         if self.stage.deliveries.state().ledger.refusal().is_some() {
@@ -381,7 +439,11 @@ impl ProduceTask {
                 // A transaction with a record missing, or one that never began, must not commit.
                 let refused = self.stage.deliveries.state().ledger.refusal().is_some();
                 if in_flight > 0 || refused || self.transaction.began.is_none() {
-                    FlowRetrying { flow: &self.stage.flow, what: "stopping with a transaction that cannot commit; it is aborted and the flow resumes at its last commit" }.emit();
+                    self.cannot_commit = Some(if refused {
+                        "stopping on a record the target refused".into()
+                    } else {
+                        "stopping before the target acknowledged the transaction's records".into()
+                    });
                     return Ok(Step::Finished);
                 }
             } else {
@@ -399,11 +461,7 @@ impl ProduceTask {
         };
         let stored = self.send_unstored() && self.stage.lanes.in_flight() == 0 && !writing;
         if transactional && self.transaction.unwritable.is_some() {
-            FlowRetrying {
-                flow: &self.stage.flow,
-                what: "stopping with a transaction that lost a position write; the flow resumes at its last commit",
-            }
-            .emit();
+            self.cannot_commit = Some("stopping with a transaction that lost a position write".into());
             return Ok(Step::Finished);
         }
         let done = stored
@@ -411,7 +469,7 @@ impl ProduceTask {
                 || match self.stage.lanes.commit(wait.min(COMMIT_WAIT)) {
                     Ok(committed) => committed,
                     Err(e) => {
-                        FlowRetrying { flow: &self.stage.flow, what: &format!("the last transaction did not commit ({e}); the flow resumes at the positions stored before") }.emit();
+                        self.cannot_commit = Some(format!("the last transaction did not commit ({e})"));
                         return Ok(Step::Finished);
                     }
                 });
@@ -419,12 +477,15 @@ impl ProduceTask {
         if !done && now < drain.positions_until {
             return Ok(Step::Idle);
         }
-        if !done {
+        if !done && transactional {
+            self.cannot_commit = Some("stopping before the last transaction committed".into());
+        } else if !done {
             FlowRetrying { flow: &self.stage.flow, what: "stopping before the target acknowledged everything; positions cover only what it did, a restart re-sends the rest" }.emit();
         }
         if transactional && done {
             self.stored();
             self.stage.emit_offset_syncs();
+            self.transaction = Transaction::default();
         }
         if let Some(sink) = &self.stage.offset_syncs {
             let _ = sink.producer.flush(Duration::ZERO);
@@ -583,6 +644,8 @@ impl ProduceStage {
             transaction: Transaction::default(),
             positions_published: Instant::now(),
             unconfirmed: Unconfirmed::default(),
+            cannot_commit: None,
+            aborting: None,
         }
     }
 
