@@ -17,7 +17,7 @@ fn heartbeats_reach_the_target_every_second_and_travel_onward_as_alias_heartbeat
     );
     let strait = Strait::start(&config);
     let fresh =
-        |b: &Option<Heartbeat>| b.as_ref().is_some_and(|b| strait_core::pipeline::now_millis() - b.timestamp < 10_000);
+        |b: &Option<Heartbeat>| b.as_ref().is_some_and(|b| strait_core::clock::now_millis() - b.timestamp < 10_000);
     let mut on_west = None;
     assert!(
         wait_until(Duration::from_secs(60), || {

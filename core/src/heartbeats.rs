@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use rdkafka::producer::BaseRecord;
 
+use crate::clock::now_millis;
 use crate::cluster::ControlProducer;
 use crate::events::{FlowRetrying, HeartbeatSent};
 use crate::offsets::mm2::Heartbeat;
-use crate::pipeline::{now_millis, Periodic};
+use crate::pipeline::Periodic;
 
 /// Writes a flow's heartbeats until the flow stops.
 pub struct HeartbeatEmitter {

@@ -18,6 +18,7 @@
 
 pub mod active_active;
 pub mod checkpoints;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod events;

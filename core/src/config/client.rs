@@ -174,7 +174,7 @@ fn translate(s: &Setting) -> Translation {
         "ssl.endpoint.identification.algorithm" if s.value.is_empty() => {
             Translation::Renamed("ssl.endpoint.identification.algorithm", "none".into())
         }
-        key if super::stores::STORE_KEYS.contains(&key) => Translation::Consumed,
+        key if STORE_KEYS.contains(&key) => Translation::Consumed,
         "ssl.protocol" | "ssl.enabled.protocols" => Translation::Drop("librdkafka negotiates TLS 1.2 or 1.3 through OpenSSL"),
         "ssl.trustmanager.algorithm" | "ssl.keymanager.algorithm" | "ssl.provider" | "ssl.secure.random.implementation"
         | "ssl.engine.factory.class" => Translation::Drop("it names a Java security provider; librdkafka uses OpenSSL"),
@@ -287,6 +287,21 @@ fn jaas_options(line: &str) -> Option<(String, Vec<(String, String)>)> {
     }
     Some((module, options))
 }
+
+/// The Java key and trust store keys that [`super::stores`] turns into librdkafka's; the
+/// translation here only marks them consumed.
+pub(crate) const STORE_KEYS: &[&str] = &[
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+];
 
 #[cfg(test)]
 mod tests {

@@ -111,20 +111,6 @@ pub fn store_kind(bytes: &[u8]) -> StoreKind {
     }
 }
 
-/// The Java keys this module turns into librdkafka's (the rest of the translation leaves them).
-pub(crate) const STORE_KEYS: &[&str] = &[
-    "ssl.truststore.location",
-    "ssl.truststore.type",
-    "ssl.truststore.password",
-    "ssl.truststore.certificates",
-    "ssl.keystore.location",
-    "ssl.keystore.type",
-    "ssl.keystore.password",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.key.password",
-];
-
 /// librdkafka's settings for the stores `settings` name (none when they name none).
 pub fn store_settings(settings: &ClientSettings) -> Result<Vec<Setting>, StoreError> {
     let mut out = Vec::new();

@@ -19,6 +19,7 @@
 //!   their positions stored, restarts changed ones, and leaves the others running untouched.
 //! - Shutdown asks every flow to stop and returns within `strait.shutdown.timeout.ms`.
 
+mod assemble;
 pub mod backoff;
 mod supervisor;
 

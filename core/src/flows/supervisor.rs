@@ -13,10 +13,11 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::backoff::Backoff;
 
 mod reload;
+use super::assemble::{build_flow, FlowParts, Shared};
 use crate::config::{Config, FlowConfig};
 use crate::events::{FlowStateChanged, ShutdownTimedOut};
 use crate::group::{GroupEvent, Membership, Tasks};
-use crate::pipeline::{build_flow, FlowControl, FlowEnded, FlowError, FlowParts, Pool, Shared};
+use crate::pipeline::{FlowControl, FlowEnded, FlowError, Pool};
 use crate::policy::modified;
 
 /// How often the supervisor looks at timers, files and signals when nothing else happens.

@@ -9,8 +9,9 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::FlowView;
+use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
-use crate::pipeline::{now_millis, FlowError};
+use crate::pipeline::FlowError;
 
 /// How long finding the oldest unreplicated record may take.
 const PEEK_TIMEOUT: Duration = Duration::from_secs(10);

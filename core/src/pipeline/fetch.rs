@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -19,6 +19,7 @@ use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
 use super::stage::Handoff;
 use super::{FlowError, Slots};
+use crate::clock::now_millis;
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
 use crate::slot_vec::SlotVec;
@@ -369,11 +370,6 @@ fn push_record(batch: &mut Batch, slot: SlotId, m: &BorrowedMessage<'_>) {
     let headers = m.headers();
     let headers = headers.iter().flat_map(|hs| hs.iter()).map(|h| (h.key.as_bytes(), h.value));
     batch.push(slot, m.offset(), timestamp, m.key(), m.payload(), headers);
-}
-
-/// Wall-clock milliseconds since the epoch, the clock Kafka timestamps use.
-pub fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -12,12 +12,11 @@ mod produce;
 mod slots;
 mod stage;
 mod transform;
-mod wiring;
 
 pub(crate) use batch::NULL;
 pub use batch::{check_headers, pack_header, pack_header_parts, Batch, Headers, Record, RecordEdit, Span};
 pub use doorbell::Doorbell;
-pub use fetch::{now_millis, AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
+pub use fetch::{AssignmentChange, FetchStage, FetchTask, NewPartition, PendingAssignments};
 pub use filter::{KeepAll, RecordFilter};
 pub use pool::{FlowControl, FlowEnded, Periodic, Pool, StageTask, Step};
 pub use produce::{
@@ -27,7 +26,6 @@ pub use produce::{
 pub use slots::{Slot, Slots};
 pub use stage::{MiddleStage, Neighbours};
 pub use transform::{ApplyEdits, RecordTransform, Unchanged};
-pub use wiring::{build_flow, FlowParts, Shared};
 
 use crate::cluster::{AdminError, ClusterError};
 use crate::topics::DiscoveryError;

@@ -8,9 +8,9 @@ use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
+use crate::clock::now_millis;
 use crate::events::AckRounds;
 use crate::offsets::{Ledger, SourceOffset, TargetOffset};
-use crate::pipeline::fetch::now_millis;
 
 use super::in_flight::{InFlight, Ticket, POSITION_TICKET};
 

@@ -12,8 +12,8 @@ use wasmtime::{Config, Engine};
 use super::bindings::strait::policy::types::HookSet;
 use super::bindings::PolicyPre;
 use super::error::PolicyError;
-use super::instance::{HostState, PolicyInstance};
-use crate::config::{FlowConfig, PolicyKind};
+use super::host::HostState;
+use crate::config::PolicyKind;
 use crate::policy::builtin;
 
 /// How often the epoch advances; call deadlines are counted in these ticks. The deadline only
@@ -169,16 +169,6 @@ impl PolicyComponent {
     /// The plugin's name in messages: its path, or which built-in it is.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// A fresh instance, initialised with `flow`'s properties.
-    pub fn instantiate(&self, flow: &FlowConfig) -> Result<PolicyInstance, PolicyError> {
-        PolicyInstance::new(self, flow)
-    }
-
-    /// Which hooks the component implements (instantiates it once to ask).
-    pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
-        Ok(self.instantiate(flow)?.hooks())
     }
 }
 

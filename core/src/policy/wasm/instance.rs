@@ -2,28 +2,16 @@
 //! typed calls, each under a deadline.
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::{Store, StoreLimitsBuilder, Trap};
+use wasmtime_wasi::WasiCtx;
 
 use super::bindings::strait::policy::types::{Batch, Incoming, KeyState, Property, Verdict};
 use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent, TICK};
 use super::error::PolicyError;
+use super::host::HostState;
 use crate::active_active::Version;
 use crate::config::FlowConfig;
-
-/// What the store of an instance holds.
-pub struct HostState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    limits: StoreLimits,
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
 
 /// The clock a policy sees unless the config grants time: always zero, so a policy's decisions
 /// depend on its input alone.
@@ -44,6 +32,18 @@ impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
     }
     fn now(&self) -> u64 {
         0
+    }
+}
+
+impl PolicyComponent {
+    /// A fresh instance, initialised with `flow`'s properties.
+    pub fn instantiate(&self, flow: &FlowConfig) -> Result<PolicyInstance, PolicyError> {
+        PolicyInstance::new(self, flow)
+    }
+
+    /// Which hooks the component implements (instantiates it once to ask).
+    pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
+        Ok(self.instantiate(flow)?.hooks())
     }
 }
 

@@ -4,6 +4,7 @@
 mod engine;
 mod error;
 mod filters;
+mod host;
 mod instance;
 mod naming;
 mod records;

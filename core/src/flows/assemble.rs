@@ -1,4 +1,5 @@
-//! Threads and channels: starts every stage of a flow and every flow of a config.
+//! The composition root: assembles one flow from its config — clients, stages, channels and the
+//! periodic parts — for the supervisor to start. Nothing below it imports it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -10,16 +11,6 @@ use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::doorbell::Doorbell;
-use super::fetch::FetchStage;
-use super::filter::{KeepAll, RecordFilter};
-use super::pool::{FlowControl, Periodic, StageTask};
-use super::produce::{
-    transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer,
-};
-use super::stage::{MiddleStage, Neighbours};
-use super::transform::{ApplyEdits, RecordTransform, Unchanged};
-use super::{FlowError, Slots};
 use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::cluster::TopicSpec;
@@ -33,6 +24,16 @@ use crate::group::{group_id, GroupSession, Tasks};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{end_reader, load_positions, positions_topic, read_topic, tail_reader, TopicTail};
+use crate::pipeline::Doorbell;
+use crate::pipeline::FetchStage;
+use crate::pipeline::{
+    transactional_id, Deliveries, DeliveryContext, Lanes, OffsetSyncSink, PositionWriter, ProduceStage, TargetProducer,
+};
+use crate::pipeline::{ApplyEdits, RecordTransform, Unchanged};
+use crate::pipeline::{FlowControl, Periodic, StageTask};
+use crate::pipeline::{FlowError, Slots};
+use crate::pipeline::{KeepAll, RecordFilter};
+use crate::pipeline::{MiddleStage, Neighbours};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
 use crate::topics::{Discovery, TopicSync};
 
