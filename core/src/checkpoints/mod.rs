@@ -22,7 +22,7 @@ use crate::config::{CheckpointConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{encode_run_key, positions_topic, Mappings, TopicTail};
-use crate::pipeline::{FlowError, Periodic};
+use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
 
 /// How long one step of a checkpoint round may wait on a cluster: catching up with a mapping
@@ -74,7 +74,7 @@ impl Translation {
         topics: &TopicFilter,
         source_alias: &str,
         target_alias: &str,
-    ) -> Result<Vec<Watched>, FlowError> {
+    ) -> Result<Vec<Watched>, StageError> {
         let mut out = Vec::new();
         for (topic, partition) in self.forward.partitions.keys().filter(|(t, _)| topics.matches(t)) {
             let target_topic = naming.format_remote_topic(source_alias, topic)?;
@@ -169,7 +169,7 @@ impl CheckpointTask {
         }
     }
 
-    fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), FlowError> {
+    fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), StageError> {
         self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
         // The reverse flow's positions live on this flow's source; it may start later.
         if !*back_found {

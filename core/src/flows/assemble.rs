@@ -11,6 +11,7 @@ use rdkafka::consumer::DefaultConsumerContext;
 use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 
+use super::FlowError;
 use crate::active_active::{ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointTask, Groups};
 use crate::cluster::TopicSpec;
@@ -31,9 +32,9 @@ use crate::pipeline::{
 };
 use crate::pipeline::{ApplyEdits, RecordTransform, Unchanged};
 use crate::pipeline::{FlowControl, Periodic, StageTask};
-use crate::pipeline::{FlowError, Slots};
 use crate::pipeline::{KeepAll, RecordFilter};
 use crate::pipeline::{MiddleStage, Neighbours};
+use crate::pipeline::{Slots, StageError};
 use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard, WasmNaming};
 use crate::topics::{Discovery, TopicSync};
 
@@ -483,7 +484,11 @@ fn target_producers(
         let topic = positions_topic(flow.source.as_str());
         let writer =
             PositionWriter::start(&flow.name(), writer, topic, session.clone(), tasks.owned.clone()).map_err(|e| {
-                FlowError::Thread { flow: flow.name(), stage: "position writer", what: format!("could not start: {e}") }
+                StageError::Thread {
+                    flow: flow.name(),
+                    stage: "position writer",
+                    what: format!("could not start: {e}"),
+                }
             })?;
         return Ok((lanes, Some(writer)));
     }
@@ -547,11 +552,11 @@ fn per_task<T: Send>(
             .map(|(task, spawned)| {
                 let made = match spawned {
                     Ok(handle) => handle.join().unwrap_or_else(|_| {
-                        Err(FlowError::Thread {
+                        Err(FlowError::from(StageError::Thread {
                             flow: flow.name(),
                             stage: "produce",
                             what: format!("initialising task {task}'s producer panicked"),
-                        })
+                        }))
                     }),
                     // No thread to spare: this one is made on the calling thread.
                     Err(_) => make(task),
@@ -571,10 +576,11 @@ fn start_from_latest(flow: &FlowConfig) -> Result<bool, FlowError> {
     match flow.consumer.get("auto.offset.reset").map(|s| s.value.trim()) {
         None | Some("earliest") => Ok(false),
         Some("latest") => Ok(true),
-        Some(other) => Err(FlowError::Config {
+        Some(other) => Err(StageError::Config {
             flow: flow.name(),
             key: format!("{}.consumer.auto.offset.reset", flow.source),
             reason: format!("is `{other}`; strait knows `earliest` (the default) and `latest`"),
-        }),
+        }
+        .into()),
     }
 }

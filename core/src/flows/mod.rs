@@ -21,7 +21,9 @@
 
 mod assemble;
 pub mod backoff;
+mod error;
 mod supervisor;
 
 pub use backoff::Backoff;
+pub use error::FlowError;
 pub use supervisor::{run, RunError, RunOptions, Signals};

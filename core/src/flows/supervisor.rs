@@ -14,10 +14,11 @@ use super::backoff::Backoff;
 
 mod reload;
 use super::assemble::{build_flow, FlowParts, Shared};
+use super::FlowError;
 use crate::config::{Config, FlowConfig};
 use crate::events::{FlowStateChanged, ShutdownTimedOut};
 use crate::group::{GroupEvent, Membership, Tasks};
-use crate::pipeline::{FlowControl, FlowEnded, FlowError, Pool};
+use crate::pipeline::{FlowControl, FlowEnded, Pool, StageError};
 use crate::policy::modified;
 
 /// How often the supervisor looks at timers, files and signals when nothing else happens.
@@ -56,7 +57,7 @@ pub enum RunError {
     FailFast(FlowError),
     /// The shared threads could not start.
     #[error(transparent)]
-    Start(FlowError),
+    Start(StageError),
 }
 
 #[derive(Debug)]
@@ -330,7 +331,7 @@ impl Supervisor {
         if f.membership.as_ref().is_none_or(|m| m.id() != member) {
             return;
         }
-        let error = FlowError::Cluster(error);
+        let error = FlowError::from(error);
         if self.options.fail_fast {
             let reason = error.to_string();
             self.set_state(name, State::Stopped, &reason);
@@ -370,15 +371,18 @@ impl Supervisor {
             let result = catch_unwind(AssertUnwindSafe(|| {
                 build_flow(&config, &flow, &tasks, session.as_ref(), &shared, &control)
             }))
-            .unwrap_or_else(|_| Err(FlowError::Thread { flow: flow.name(), stage: "set-up", what: "panicked".into() }));
+            .unwrap_or_else(|_| {
+                Err(StageError::Thread { flow: flow.name(), stage: "set-up", what: "panicked".into() }.into())
+            });
             if result.is_err() {
                 shared.forget_admins(&config, &flow);
             }
             let _ = tx.send(Built { flow: flow_name, generation, result });
         });
         if let Err(e) = spawned {
-            let error =
-                FlowError::Thread { flow: name.to_string(), stage: "set-up", what: format!("could not start: {e}") };
+            let error: FlowError =
+                StageError::Thread { flow: name.to_string(), stage: "set-up", what: format!("could not start: {e}") }
+                    .into();
             self.failed(name, error, Duration::ZERO);
         }
     }
@@ -422,7 +426,7 @@ impl Supervisor {
         };
         let asked = matches!(f.state, State::Stopping);
         match e.error {
-            Some(error) if !asked => self.failed(&e.flow, error, ran),
+            Some(error) if !asked => self.failed(&e.flow, error.into(), ran),
             _ => self.stopped(&e.flow),
         }
     }

@@ -4,8 +4,8 @@
 use super::lag::{partition_lags, PartitionLag};
 use super::{translate_group, FlowView, TranslatedOffset};
 use crate::checkpoints::{sync_group, SyncOutcome};
+use crate::flows::FlowError;
 use crate::offsets::mm2::Checkpoint;
-use crate::pipeline::FlowError;
 
 /// The plan for one group.
 #[derive(Debug, Clone)]

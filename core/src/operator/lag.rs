@@ -11,7 +11,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::FlowView;
 use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
-use crate::pipeline::FlowError;
+use crate::flows::FlowError;
 
 /// How long finding the oldest unreplicated record may take.
 const PEEK_TIMEOUT: Duration = Duration::from_secs(10);

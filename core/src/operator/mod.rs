@@ -21,9 +21,9 @@ use std::time::Duration;
 use crate::checkpoints::{Groups, Translation, Watched};
 use crate::cluster::{check_reachable, ClusterAdmin, ClusterError};
 use crate::config::{ClusterConfig, Config, FlowConfig};
+use crate::flows::FlowError;
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{positions_topic, read_topic};
-use crate::pipeline::FlowError;
 use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
 
 /// How long an operator command may take to read an internal topic from its start (positions,
@@ -101,12 +101,9 @@ impl FlowView {
 
     /// Every partition a group could be translated for.
     pub fn watched(&self) -> Result<Vec<Watched>, FlowError> {
-        self.translation.watched(
-            &self.naming,
-            &self.flow.topics,
-            self.source.alias.as_str(),
-            self.target.alias.as_str(),
-        )
+        self.translation
+            .watched(&self.naming, &self.flow.topics, self.source.alias.as_str(), self.target.alias.as_str())
+            .map_err(FlowError::from)
     }
 
     /// The latest checkpoint of `group` per (target topic, partition), from the target.

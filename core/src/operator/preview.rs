@@ -8,7 +8,8 @@ use super::SOURCE_TIMEOUT;
 use crate::checkpoints::Groups;
 use crate::cluster::{check_reachable, ClusterAdmin};
 use crate::config::{Config, FlowConfig};
-use crate::pipeline::FlowError;
+use crate::flows::FlowError;
+use crate::pipeline::StageError;
 use crate::policy::{FlowPolicy, PolicyEngine, WasmNaming};
 use crate::topics::topic_verdict;
 
@@ -30,7 +31,7 @@ pub struct FilterPreview {
 /// Reads `flow`'s source and applies the flow's topic, group and config filters (regexes and
 /// the policy component's) to what it finds.
 pub fn preview_filters(config: &Config, flow: &FlowConfig) -> Result<FilterPreview, FlowError> {
-    let source = config.cluster(&flow.source).ok_or_else(|| FlowError::Config {
+    let source = config.cluster(&flow.source).ok_or_else(|| StageError::Config {
         flow: flow.name(),
         key: "clusters".into(),
         reason: format!("does not list `{}`", flow.source),

@@ -3,9 +3,9 @@
 use super::lag::partition_lags;
 use super::FlowView;
 use crate::clock::now_millis;
+use crate::flows::FlowError;
 use crate::offsets::mm2::Heartbeat;
 use crate::offsets::store::read_topic;
-use crate::pipeline::FlowError;
 use crate::policy::ReplicationPolicy;
 
 /// The health of one flow.

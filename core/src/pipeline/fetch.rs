@@ -18,7 +18,7 @@ use super::doorbell::Doorbell;
 use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
 use super::stage::Handoff;
-use super::{FlowError, Slots};
+use super::{Slots, StageError};
 use crate::clock::now_millis;
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
@@ -156,7 +156,7 @@ impl FetchStage {
 }
 
 impl StageTask for FetchTask {
-    fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+    fn step(&mut self, wait: Duration) -> Result<Step, StageError> {
         // Stopping drops the consumer and the channel; the stages after it drain and finish.
         if self.stage.stop.load(Ordering::Relaxed) {
             return Ok(Step::Finished);

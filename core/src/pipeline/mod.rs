@@ -28,11 +28,11 @@ pub use stage::{MiddleStage, Neighbours};
 pub use transform::{ApplyEdits, RecordTransform, Unchanged};
 
 use crate::cluster::{AdminError, ClusterError};
-use crate::topics::DiscoveryError;
 
-/// Why a flow stopped.
+/// Why a stage, or a periodic part, stopped its flow. The supervisor sees it wrapped in
+/// [`crate::flows::StageError`], with what can fail while a flow is assembled.
 #[derive(Debug, thiserror::Error)]
-pub enum FlowError {
+pub enum StageError {
     /// A cluster could not be used.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -42,9 +42,6 @@ pub enum FlowError {
     /// A policy component failed to load, refused the flow, or failed in a hook.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
-    /// Topic discovery failed at start-up.
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
     /// The target refused a record for good. Its position was not passed, so a restart after
     /// the fix resumes at this record.
     #[error("flow {flow}: the target refused {topic}-{partition} offset {offset}: {reason}; {hint}")]
@@ -94,21 +91,19 @@ pub enum FlowError {
     },
 }
 
-impl FlowError {
+impl StageError {
     /// Whether restarting the flow may cure this: an unreachable cluster or a broker error may
     /// pass; a refused record, a broken plugin or a bad setting stays until the operator acts.
     /// A panic restarts too: it is a bug, and the backoff keeps a repeating one cheap.
     pub fn is_transient(&self) -> bool {
         match self {
             // librdkafka checks settings as the client is made: the same config is refused again.
-            FlowError::Cluster(ClusterError::BadSetting { .. }) => false,
-            FlowError::Cluster(_) | FlowError::Admin(_) | FlowError::Thread { .. } | FlowError::Transaction { .. } => {
-                true
-            }
-            FlowError::Discovery(e) => {
-                !matches!(e, DiscoveryError::Policy(_) | DiscoveryError::Sync(crate::topics::SyncError::Policy(_)))
-            }
-            FlowError::Policy(_) | FlowError::Rejected { .. } | FlowError::Config { .. } => false,
+            StageError::Cluster(ClusterError::BadSetting { .. }) => false,
+            StageError::Cluster(_)
+            | StageError::Admin(_)
+            | StageError::Thread { .. }
+            | StageError::Transaction { .. } => true,
+            StageError::Policy(_) | StageError::Rejected { .. } | StageError::Config { .. } => false,
         }
     }
 }
@@ -121,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_setting_librdkafka_refuses_parks_the_flow_and_an_unreachable_cluster_does_not() {
-        let refused = FlowError::Cluster(ClusterError::BadSetting {
+        let refused = StageError::Cluster(ClusterError::BadSetting {
             alias: "us-east".into(),
             role: "consumer",
             key: "no.such.setting".into(),
@@ -129,7 +124,7 @@ mod tests {
             reason: "No such configuration property".into(),
         });
         assert!(!refused.is_transient(), "the same setting is refused at every restart: {refused}");
-        let unreachable = FlowError::Cluster(ClusterError::Unreachable {
+        let unreachable = StageError::Cluster(ClusterError::Unreachable {
             alias: "us-east".into(),
             bootstrap: "127.0.0.1:1".into(),
             line: 2,

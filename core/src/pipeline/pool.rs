@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::doorbell::Doorbell;
-use super::FlowError;
+use super::StageError;
 use crate::health::{self, Beat};
 
 /// What a stage did in one step.
@@ -52,7 +52,7 @@ pub enum Step {
 pub trait StageTask: Send {
     /// Does at most one batch of work. It may block up to `wait` for input or room; the pool
     /// passes zero when the thread runs other stages too.
-    fn step(&mut self, wait: Duration) -> Result<Step, FlowError>;
+    fn step(&mut self, wait: Duration) -> Result<Step, StageError>;
 
     /// Whether it waits on something that rings no doorbell (acknowledgements it must poll
     /// for, a component being compiled), so its thread must look again soon rather than park.
@@ -120,7 +120,7 @@ pub struct FlowEnded {
     /// Which start of the flow this was.
     pub generation: u64,
     /// The first failure, if it did not stop because it was asked to.
-    pub error: Option<FlowError>,
+    pub error: Option<StageError>,
 }
 
 /// The handle every task of one running flow shares: its stop flag, its first error, and how
@@ -130,7 +130,7 @@ pub struct FlowControl {
     generation: u64,
     stop: Arc<AtomicBool>,
     deadline: Mutex<Option<Instant>>,
-    error: Mutex<Option<FlowError>>,
+    error: Mutex<Option<StageError>>,
     live: AtomicUsize,
     ended: Sender<FlowEnded>,
     /// The doorbells of its stages, rung when it is asked to stop.
@@ -183,7 +183,7 @@ impl FlowControl {
     }
 
     /// Keeps the flow's first failure and stops it.
-    pub fn fail(&self, e: FlowError) {
+    pub fn fail(&self, e: StageError) {
         self.error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
         self.stop(Instant::now() + FAILED_DRAIN);
     }
@@ -217,9 +217,9 @@ pub struct Pool {
 
 impl Pool {
     /// Starts `threads` stage threads and the periodic threads.
-    pub fn start(threads: usize) -> Result<Self, FlowError> {
+    pub fn start(threads: usize) -> Result<Self, StageError> {
         let spawn_err = |what: &'static str| {
-            move |e: std::io::Error| FlowError::Thread {
+            move |e: std::io::Error| StageError::Thread {
                 flow: "*".into(),
                 stage: what,
                 what: format!("could not start: {e}"),
@@ -235,7 +235,7 @@ impl Pool {
                 .map_err(spawn_err("stages"))?;
             stages.push((tx, handle.thread().clone()));
         }
-        let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, FlowError> {
+        let periodic_thread = |name: &str| -> Result<Sender<Owned<dyn Periodic>>, StageError> {
             let (tx, rx) = crossbeam_channel::unbounded();
             let beat = health::beat(name, health::PERIODIC_BOUND);
             thread::Builder::new()
@@ -349,7 +349,7 @@ fn run_stages(injector: &Receiver<Owned<dyn StageTask>>, beat: &Beat) {
                 }
                 Err(panic) => {
                     let what = format!("panicked: {}", panic_message(panic.as_ref()));
-                    owned.flow.fail(FlowError::Thread { flow: owned.flow.name().to_string(), stage: "stage", what });
+                    owned.flow.fail(StageError::Thread { flow: owned.flow.name().to_string(), stage: "stage", what });
                     true
                 }
             };
@@ -384,7 +384,7 @@ fn run_periodic(injector: &Receiver<Owned<dyn Periodic>>, beat: &Beat) {
             beat.leave();
             if failed {
                 let flow = owned.flow.name().to_string();
-                owned.flow.fail(FlowError::Thread { flow, stage: "periodic", what: "panicked".into() });
+                owned.flow.fail(StageError::Thread { flow, stage: "periodic", what: "panicked".into() });
             }
             if owned.flow.stopping() {
                 let Owned { flow, mut task } = tasks.swap_remove(i);
@@ -478,7 +478,7 @@ mod tests {
     struct Counting(Arc<AtomicU64>, Arc<AtomicBool>, Step);
 
     impl StageTask for Counting {
-        fn step(&mut self, _wait: Duration) -> Result<Step, FlowError> {
+        fn step(&mut self, _wait: Duration) -> Result<Step, StageError> {
             if self.1.load(Ordering::Relaxed) {
                 return Ok(Step::Finished);
             }
@@ -491,7 +491,7 @@ mod tests {
     struct Panicking(u32);
 
     impl StageTask for Panicking {
-        fn step(&mut self, _wait: Duration) -> Result<Step, FlowError> {
+        fn step(&mut self, _wait: Duration) -> Result<Step, StageError> {
             self.0 += 1;
             assert!(self.0 < 3, "a bug in a stage");
             Ok(Step::Worked)
@@ -516,7 +516,7 @@ mod tests {
         let ended = ended_rx.recv_timeout(Duration::from_secs(10)).expect("the broken flow ends");
         assert_eq!(ended.flow, "b->a");
         assert!(
-            matches!(&ended.error, Some(FlowError::Thread { what, .. }) if what.contains("a bug in a stage")),
+            matches!(&ended.error, Some(StageError::Thread { what, .. }) if what.contains("a bug in a stage")),
             "{:?}",
             ended.error
         );

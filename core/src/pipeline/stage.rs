@@ -10,7 +10,7 @@ use super::doorbell::Doorbell;
 use super::filter::RecordFilter;
 use super::pool::{StageTask, Step};
 use super::transform::RecordTransform;
-use super::FlowError;
+use super::StageError;
 use crate::events::QueueDepth;
 use crate::policy::PolicyError;
 
@@ -133,7 +133,7 @@ pub struct Neighbours {
 }
 
 impl StageTask for MiddleStage {
-    fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+    fn step(&mut self, wait: Duration) -> Result<Step, StageError> {
         if let Some(b) = self.out.take_pending() {
             return Ok(self.out.offer(b, wait));
         }

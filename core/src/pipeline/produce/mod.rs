@@ -22,7 +22,7 @@ use super::batch::{Batch, Record};
 use super::doorbell::Doorbell;
 use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
-use super::{FlowError, Slots};
+use super::{Slots, StageError};
 use crate::cluster::ControlProducer;
 use crate::events::{
     FlowRetrying, OffsetSyncsSent, PositionsStored, RecordRejected, TransactionsAborted, TransactionsCommitted,
@@ -145,7 +145,7 @@ enum Halt {
     /// The target refused a record; what it acknowledged before is stored.
     Refused,
     /// A transaction could not go on; nothing of it is stored.
-    Failed(FlowError),
+    Failed(StageError),
 }
 
 /// A stopping produce stage: it waits for acknowledgements until `records_until`, stores the
@@ -183,7 +183,7 @@ struct Aborting {
 }
 
 impl StageTask for ProduceTask {
-    fn step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+    fn step(&mut self, wait: Duration) -> Result<Step, StageError> {
         if self.aborting.is_some() {
             return Ok(self.abort_step(wait));
         }
@@ -222,7 +222,7 @@ impl StageTask for ProduceTask {
 
 impl ProduceTask {
     /// Moves records on, or drains a stopping stage.
-    fn replicate_step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+    fn replicate_step(&mut self, wait: Duration) -> Result<Step, StageError> {
         if self.positions_published.elapsed() >= LAG_EVERY {
             self.positions_published = Instant::now();
             self.stage.publish_positions();
@@ -333,7 +333,7 @@ impl ProduceTask {
     /// `wait`; `true` while it is still being written. Refused positions (the group moved this
     /// process's tasks on, say) are written again at the next flush if this process still owns
     /// them.
-    fn writer_outcome(&mut self, wait: Duration) -> Result<bool, FlowError> {
+    fn writer_outcome(&mut self, wait: Duration) -> Result<bool, StageError> {
         let Some(writer) = self.stage.position_writer.as_mut() else { return Ok(false) };
         match writer.outcome(wait) {
             Outcome::Pending => Ok(true),
@@ -354,7 +354,7 @@ impl ProduceTask {
             }
             Outcome::Broken(e) => {
                 self.stage.deliveries.state().ledger.write_failed();
-                Err(FlowError::Transaction {
+                Err(StageError::Transaction {
                     flow: self.stage.flow.clone(),
                     what: format!("the position writer failed ({e})"),
                 })
@@ -370,7 +370,7 @@ impl ProduceTask {
             return Ok(Step::Idle);
         }
         if let Some(e) = &self.transaction.unwritable {
-            return Err(Halt::Failed(FlowError::Transaction {
+            return Err(Halt::Failed(StageError::Transaction {
                 flow: self.stage.flow.clone(),
                 what: format!("a position write failed ({e})"),
             }));
@@ -410,7 +410,7 @@ impl ProduceTask {
 
     /// One step of draining: never blocks longer than `wait`, so a stopping flow whose target is
     /// frozen holds up no other flow on the thread.
-    fn drain_step(&mut self, wait: Duration) -> Result<Step, FlowError> {
+    fn drain_step(&mut self, wait: Duration) -> Result<Step, StageError> {
         self.stage.poll(wait.min(Duration::from_millis(10)));
         self.stage.count_acks();
         let now = Instant::now();
@@ -683,7 +683,7 @@ impl ProduceStage {
 
     /// Marks a batch's records as sent, looks up where each of its partitions goes and issues
     /// a ticket to each record that goes somewhere.
-    fn begin(&self, batch: Batch) -> Result<Sending, FlowError> {
+    fn begin(&self, batch: Batch) -> Result<Sending, StageError> {
         // Read before sending: `send` may poll, the delivery callback reads the slot table
         // too, and a recursive read behind a waiting writer (discovery adding slots) would
         // deadlock.
@@ -694,7 +694,7 @@ impl ProduceStage {
                 let Some(s) = slots.get(id as usize) else { continue };
                 // Only partitions of owned tasks are assigned; a record of another task would
                 // be written unfenced, so it stops the flow rather than go out.
-                let lane = self.lanes.lane_of(s.partition).ok_or_else(|| FlowError::Thread {
+                let lane = self.lanes.lane_of(s.partition).ok_or_else(|| StageError::Thread {
                     flow: self.flow.clone(),
                     stage: "produce",
                     what: format!("got {}-{} of a task this process does not own", s.source_topic, s.partition),
@@ -826,24 +826,24 @@ impl ProduceStage {
     }
 
     /// The error for a transaction that cannot go on.
-    fn transaction_error(&self, what: &str, e: KafkaError) -> FlowError {
+    fn transaction_error(&self, what: &str, e: KafkaError) -> StageError {
         let hint = match &e {
             KafkaError::Transaction(t) if t.code() == RDKafkaErrorCode::TransactionalIdAuthorizationFailed => {
                 " (grant strait WRITE and DESCRIBE on the transactional id prefix `strait.` on the target)"
             }
             _ => "",
         };
-        FlowError::Transaction { flow: self.flow.clone(), what: format!("{what} failed: {e}{hint}") }
+        StageError::Transaction { flow: self.flow.clone(), what: format!("{what} failed: {e}{hint}") }
     }
 
     /// The error for the first record the target refused.
-    fn refusal_error(&self) -> FlowError {
+    fn refusal_error(&self) -> StageError {
         let (r, code) = {
             let state = self.deliveries.state();
             match state.ledger.refusal() {
                 Some(r) => (r.clone(), state.refused_code),
                 None => {
-                    return FlowError::Thread {
+                    return StageError::Thread {
                         flow: self.flow.clone(),
                         stage: "produce",
                         what: "stopped on a refusal it could not report".into(),
@@ -868,7 +868,7 @@ impl ProduceStage {
         if self.lanes.transactional_mode() && !permanent {
             // A timed-out or fenced write aborts the transaction; the restart resumes at the
             // last commit, so nothing is lost or written twice.
-            return FlowError::Transaction {
+            return StageError::Transaction {
                 flow: self.flow.clone(),
                 what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason),
             };
@@ -880,7 +880,7 @@ impl ProduceStage {
             Some(RDKafkaErrorCode::TopicAuthorizationFailed) => format!("grant strait WRITE on `{remote}` on the target"),
             _ => "fix the cause and restart strait; it resumes at this record".to_string(),
         };
-        FlowError::Rejected { flow: self.flow.clone(), topic, partition, offset: r.offset.0, reason: r.reason, hint }
+        StageError::Rejected { flow: self.flow.clone(), topic, partition, offset: r.offset.0, reason: r.reason, hint }
     }
 }
 
