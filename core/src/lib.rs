@@ -21,6 +21,7 @@ pub mod checkpoints;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod delivery;
 pub mod events;
 pub mod flows;
 pub mod group;

@@ -30,7 +30,7 @@ pub use transform::{ApplyEdits, RecordTransform, Unchanged};
 use crate::cluster::{AdminError, ClusterError};
 
 /// Why a stage, or a periodic part, stopped its flow. The supervisor sees it wrapped in
-/// [`crate::flows::StageError`], with what can fail while a flow is assembled.
+/// [`crate::flows::FlowError`], with what can fail while a flow is assembled.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
     /// A cluster could not be used.

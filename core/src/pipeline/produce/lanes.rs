@@ -16,6 +16,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use super::delivery::DeliveryContext;
 use crate::cluster::poll_producer;
+use crate::delivery::Abort;
 
 /// A producer on the target that reports to the flow's deliveries.
 pub type TargetProducer = BaseProducer<DeliveryContext>;
@@ -39,6 +40,8 @@ struct Lane {
     task: u32,
     /// Exactly-once: whether this lane's part of the current commit, or abort, is done.
     ended: bool,
+    /// Exactly-once: a commit call timed out and librdkafka carries it on.
+    committing: bool,
 }
 
 /// One producer, or one per owned task.
@@ -53,13 +56,20 @@ pub struct Lanes {
 impl Lanes {
     /// At-least-once: every record goes through `producer`.
     pub fn single(producer: TargetProducer) -> Self {
-        Self { lanes: vec![Lane { producer, task: 0, ended: false }], tasks: None, abort_failure: None }
+        Self {
+            lanes: vec![Lane { producer, task: 0, ended: false, committing: false }],
+            tasks: None,
+            abort_failure: None,
+        }
     }
 
     /// Exactly-once: one transactional producer per owned task, each already past
     /// `init_transactions`.
     pub fn transactional(producers: Vec<(u32, TargetProducer)>, tasks: u32) -> Self {
-        let lanes = producers.into_iter().map(|(task, producer)| Lane { producer, task, ended: false }).collect();
+        let lanes = producers
+            .into_iter()
+            .map(|(task, producer)| Lane { producer, task, ended: false, committing: false })
+            .collect();
         Self { lanes, tasks: Some(tasks.max(1)), abort_failure: None }
     }
 
@@ -102,6 +112,7 @@ impl Lanes {
         for lane in &mut self.lanes {
             lane.producer.begin_transaction()?;
             lane.ended = false;
+            lane.committing = false;
         }
         Ok(())
     }
@@ -112,26 +123,22 @@ impl Lanes {
     pub fn commit(&mut self, wait: Duration) -> Result<bool, KafkaError> {
         for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
             match lane.producer.commit_transaction(wait) {
-                Ok(()) => lane.ended = true,
-                Err(e) if resumable(&e) => return Ok(false),
-                Err(e) => return Err(e),
+                Ok(()) => {
+                    lane.ended = true;
+                    lane.committing = false;
+                }
+                Err(e) if resumable(&e) => {
+                    lane.committing = true;
+                    return Ok(false);
+                }
+                Err(e) => {
+                    lane.committing = false;
+                    return Err(e);
+                }
             }
         }
         Ok(true)
     }
-}
-
-/// Where an abort of every lane's transaction stands.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Abort {
-    /// A lane's abort is still under way: call again.
-    Pending,
-    /// Every lane's transaction is aborted.
-    Done,
-    /// Every lane is done, and this is what the first that could not abort said: fenced, say,
-    /// or never in a transaction. Its transaction, if any, is left to the coordinator's timeout
-    /// or to the task's next owner, which aborts it.
-    Failed(String),
 }
 
 impl Lanes {
@@ -141,9 +148,26 @@ impl Lanes {
     pub fn abort(&mut self, wait: Duration) -> Abort {
         let mut pending = false;
         for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
+            // A commit that timed out is still under way inside librdkafka, which refuses an
+            // abort until it ends: it is resumed instead, and a commit that fails is aborted.
+            if lane.committing {
+                match lane.producer.commit_transaction(wait) {
+                    Ok(()) => {
+                        lane.ended = true;
+                        lane.committing = false;
+                        continue;
+                    }
+                    Err(e) if resumable(&e) => {
+                        pending = true;
+                        continue;
+                    }
+                    Err(_) => lane.committing = false,
+                }
+            }
             // librdkafka's abort purges what is in flight and then waits until those delivery
-            // reports are served; rdkafka's abort does not serve them, so it is done here.
-            lane.producer.poll(Duration::ZERO);
+            // reports are served; rdkafka's abort does not serve them, so it is done here (a
+            // purge reports per partition, so one event at a time would not keep up).
+            poll_producer(&lane.producer, ABORT_SERVE);
             match lane.producer.abort_transaction(wait) {
                 Ok(()) => lane.ended = true,
                 Err(e) if resumable(&e) => pending = true,
@@ -163,6 +187,9 @@ impl Lanes {
         }
     }
 }
+
+/// How long delivery reports are served before each step of an abort.
+const ABORT_SERVE: Duration = Duration::from_millis(2);
 
 /// Whether a transactional call timed out and may be called again to carry on.
 pub(super) fn resumable(e: &KafkaError) -> bool {

@@ -17,6 +17,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use super::in_flight::POSITION_TICKET;
 use super::lanes::{resumable, TargetProducer};
 use crate::cluster::poll_producer;
+use crate::delivery::Outcome;
 use crate::group::GroupSession;
 
 /// How long one call into a position transaction may wait; a commit or abort that times out
@@ -36,21 +37,6 @@ pub struct PositionWriter {
     outcomes: Receiver<Result<(), Failure>>,
     /// A batch was handed over and its outcome is not in yet.
     busy: bool,
-}
-
-/// What became of the batch handed over last.
-pub enum Outcome {
-    /// Still being written.
-    Pending,
-    /// Nothing is under way.
-    Idle,
-    /// The batch handed over last is committed.
-    Committed,
-    /// Not stored (the group refused this process, say); the positions must be written again.
-    Failed(String),
-    /// The writer cannot go on (its producer failed for good, or its thread ended): the flow
-    /// must restart with a new one.
-    Broken(String),
 }
 
 /// Why a position transaction did not commit.
