@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use rdkafka::producer::BaseRecord;
 
 use crate::clock::now_millis;
-use crate::cluster::ControlProducer;
+use crate::cluster::{ControlProducer, TopicSpec};
 use crate::events::{FlowRetrying, HeartbeatSent};
 use crate::offsets::mm2::Heartbeat;
-use crate::pipeline::Periodic;
+use crate::pipeline::{Periodic, StageError};
+use crate::policy::ReplicationPolicy;
+use crate::site::Site;
 
 /// Writes a flow's heartbeats until the flow stops.
 pub struct HeartbeatEmitter {
@@ -26,6 +28,25 @@ pub struct HeartbeatEmitter {
     pub target: String,
     /// `emit.heartbeats.interval.seconds`.
     pub interval: Duration,
+}
+
+impl HeartbeatEmitter {
+    /// The flow's heartbeats, when `emit.heartbeats.enabled` and this process owns task 0:
+    /// the topic `naming` gives is created, compacted, on the target.
+    pub fn for_flow(site: &Site<'_>, naming: &dyn ReplicationPolicy) -> Result<Option<Self>, StageError> {
+        let Some(interval) = site.flow.heartbeats.filter(|_| site.leads()) else { return Ok(None) };
+        let topic = naming.heartbeats_topic()?;
+        let spec = TopicSpec::compacted_single(topic.clone(), site.flow.heartbeats_replication_factor);
+        site.target_admin.ensure_exists(&spec)?;
+        Ok(Some(Self {
+            flow: site.name.clone(),
+            producer: site.producer(site.target, &site.flow.producer)?,
+            topic,
+            source: site.source.alias.to_string(),
+            target: site.target.alias.to_string(),
+            interval,
+        }))
+    }
 }
 
 /// A flow's heartbeats as periodic work.

@@ -31,5 +31,6 @@ pub mod offsets;
 pub mod operator;
 pub mod pipeline;
 pub mod policy;
+pub mod site;
 pub mod slot_vec;
 pub mod topics;

@@ -17,13 +17,14 @@ use rdkafka::producer::BaseRecord;
 
 pub use groups::{Committed, Groups};
 
-use crate::cluster::{ClusterError, ControlProducer};
+use crate::cluster::{ClusterError, ControlProducer, TopicSpec, REACH_TIMEOUT};
 use crate::config::{CheckpointConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{encode_run_key, positions_topic, Mappings, TopicTail};
+use crate::offsets::store::{encode_run_key, positions_topic, read_topic, Mappings, TopicTail};
 use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
+use crate::site::Site;
 
 /// How long one step of a checkpoint round may wait on a cluster: catching up with a mapping
 /// topic, or flushing the round's checkpoints. A round runs every few seconds, so a step that
@@ -155,7 +156,59 @@ pub struct CheckpointTask {
     pub last: HashMap<(String, String, i32), Checkpoint>,
 }
 
+/// The clients a flow's checkpoint rounds read groups and positions through, shared with the
+/// process's other flows.
+pub struct CheckpointClients {
+    /// Groups on the source.
+    pub source_groups: Arc<Groups>,
+    /// Groups on the target.
+    pub target_groups: Arc<Groups>,
+    /// Reads this flow's position topic on the target.
+    pub forward_tail: TopicTail,
+    /// Reads the reverse flow's position topic on the source.
+    pub back_tail: TopicTail,
+}
+
 impl CheckpointTask {
+    /// Whether this process checkpoints the flow: checkpoints or group offset sync are on and
+    /// it owns task 0.
+    pub fn wanted(site: &Site<'_>) -> bool {
+        site.leads() && site.flow.checkpoints.is_some()
+    }
+
+    /// The flow's checkpoints and group offset sync, when [`CheckpointTask::wanted`]: the
+    /// checkpoints topic is created on the target and read back, so checkpoints stay monotonic
+    /// across restarts.
+    pub fn for_flow(site: &Site<'_>, clients: CheckpointClients) -> Result<Option<Self>, StageError> {
+        let Some(config) = site.flow.checkpoints.as_ref().filter(|_| site.leads()) else { return Ok(None) };
+        let naming = site.naming()?;
+        let topic = naming.checkpoints_topic(site.source.alias.as_str())?;
+        site.target_admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), config.replication_factor))?;
+        let mut last = HashMap::new();
+        read_topic(site.target, &site.flow.target_admin, &topic, REACH_TIMEOUT * 4, |k, v| {
+            if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)) {
+                last.insert((c.group.clone(), c.topic.clone(), c.partition), c);
+            }
+        })?;
+        let CheckpointClients { source_groups, target_groups, forward_tail, back_tail } = clients;
+        Ok(Some(Self {
+            flow: site.name.clone(),
+            source_alias: site.source.alias.to_string(),
+            target_alias: site.target.alias.to_string(),
+            config: config.clone(),
+            topics: site.flow.topics.clone(),
+            filters: site.filters.clone(),
+            naming,
+            source_groups,
+            target_groups,
+            forward_tail,
+            back_tail,
+            producer: site.producer(site.target, &site.flow.producer)?,
+            topic,
+            last,
+        }))
+    }
+
     /// Checkpoints and group offset sync as periodic work; failures are logged and retried
     /// next round.
     pub fn ticker(self) -> CheckpointTicker {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -20,8 +20,10 @@ use super::pool::{StageTask, Step};
 use super::stage::Handoff;
 use super::{Slots, StageError};
 use crate::clock::now_millis;
+use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::offsets::SlotId;
+use crate::site::Site;
 use crate::slot_vec::SlotVec;
 
 /// A source partition to start reading.
@@ -122,6 +124,47 @@ pub struct FetchStage {
     pub max_records: usize,
     /// Bytes per batch.
     pub max_bytes: usize,
+}
+
+/// Consumer settings strait chooses unless the operator sets them: small prefetch queues so
+/// memory stays bounded however many partitions are assigned, and librdkafka's (and Kafka's)
+/// 500 ms long poll of an idle source: the broker answers as soon as a record arrives, so a
+/// shorter one adds no speed, only requests (100 ms made every idle flow send 10 a second per
+/// source broker).
+const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
+    ("queued.max.messages.kbytes", "8192"),
+    ("fetch.wait.max.ms", "500"),
+    ("fetch.queue.backoff.ms", "5"),
+    ("queued.min.messages", "20000"),
+];
+
+impl FetchStage {
+    /// The flow's fetcher: a consumer of the source that is assigned partitions, never
+    /// subscribed, as discovery hands them over on `assignments`.
+    pub fn for_flow(
+        site: &Site<'_>,
+        slots: Slots,
+        assignments: Receiver<AssignmentChange>,
+    ) -> Result<Self, ClusterError> {
+        let flow = site.flow;
+        let consumer: BaseConsumer = create_client(
+            site.source,
+            &flow.consumer,
+            "consumer",
+            CONSUMER_DEFAULTS,
+            ASSIGN_ONLY_CONSUMER,
+            DefaultConsumerContext,
+        )?;
+        Ok(Self {
+            flow: site.name.clone(),
+            consumer,
+            assignments,
+            slots,
+            stop: site.stop.clone(),
+            max_records: flow.batch_max_records,
+            max_bytes: flow.batch_max_bytes,
+        })
+    }
 }
 
 /// The fetch stage with what it has learnt: where each partition's records go, and its way

@@ -23,6 +23,7 @@ use crate::offsets::store::Positions;
 use crate::offsets::{Run, SlotId};
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy, WasmFilters};
+use crate::site::Site;
 
 /// Why a discovery round failed.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +110,27 @@ fn watermarks(admin: &ClusterAdmin, alias: &str, topic: &str, partition: i32) ->
 }
 
 impl Discovery {
+    /// The flow's discovery, its first round done: the source topics the flow replicates are
+    /// found, their remote topics (named by `naming`) created on the target, and the partitions
+    /// of this process's tasks handed to `fetcher`, resuming at `positions` or, with no stored
+    /// position, at the log's start (its end with `from_latest`).
+    pub fn for_flow(
+        site: &Site<'_>,
+        naming: Box<dyn ReplicationPolicy>,
+        slots: Slots,
+        positions: Positions,
+        fetcher: Sender<AssignmentChange>,
+        from_latest: bool,
+    ) -> Result<Self, DiscoveryError> {
+        let (source, target) = (site.source_admin.clone(), site.target_admin.clone());
+        let mut discovery = Self::new(site.flow, naming, source, target, slots, positions, fetcher)
+            .from_latest(from_latest)
+            .tasks(site.tasks.clone())
+            .filters(site.filters.clone());
+        discovery.discover()?;
+        Ok(discovery)
+    }
+
     /// Sets up discovery for `flow`; `positions` are where stored partitions resume.
     pub fn new(
         flow: &FlowConfig,

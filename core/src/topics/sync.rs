@@ -14,6 +14,7 @@ use crate::config::TopicConfigSync;
 use crate::events::{AclSyncUnavailable, FlowRetrying, TopicAclsSynced, TopicConfigsSynced};
 use crate::pipeline::Periodic;
 use crate::policy::{PolicyError, WasmFilters};
+use crate::site::Site;
 
 /// The topics a flow replicates, source name → remote name, kept by discovery and read by the
 /// sync rounds.
@@ -114,6 +115,26 @@ pub struct TopicSync {
     pub acls: Option<Duration>,
     /// When each kind of round is next due.
     pub next: (Instant, Instant),
+}
+
+impl TopicSync {
+    /// The flow's topic config and ACL sync, when either is on: the configs and ACLs are the
+    /// flow's, not a task's, so only the owner of task 0 keeps them in line. `replicated` are
+    /// the remote topics discovery keeps.
+    pub fn for_flow(site: &Site<'_>, replicated: Replicated) -> Option<Self> {
+        let flow = site.flow;
+        let wanted = flow.topic_configs.interval.is_some() || flow.acl_sync.is_some();
+        (site.leads() && wanted).then(|| Self {
+            flow: site.name.clone(),
+            source: site.source_admin.clone(),
+            target: site.target_admin.clone(),
+            replicated,
+            configs: flow.topic_configs.clone(),
+            filters: site.filters.clone(),
+            acls: flow.acl_sync,
+            next: (Instant::now() + flow.topic_configs.interval.unwrap_or_default(), Instant::now()),
+        })
+    }
 }
 
 impl TopicSync {

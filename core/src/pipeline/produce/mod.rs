@@ -8,6 +8,7 @@ mod in_flight;
 mod io;
 mod lanes;
 mod positions;
+mod target;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,10 +24,13 @@ use super::doorbell::Doorbell;
 use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
 use super::{Slots, StageError};
-use crate::cluster::ControlProducer;
+use crate::cluster::{ControlProducer, TopicSpec};
+use crate::config::SyncLocation;
 use crate::delivery::{Commit, Gate, Mode, Progress};
 use crate::events::{FlowRetrying, RecordRejected};
 use crate::offsets::{SlotId, SourceOffset};
+use crate::policy::ReplicationPolicy;
+use crate::site::Site;
 
 pub use delivery::{Deliveries, DeliveryContext};
 pub use in_flight::{InFlight, Sent, Ticket, POSITION_TICKET};
@@ -65,6 +69,22 @@ pub struct OffsetSyncSink {
     pub producer: ControlProducer,
     /// `mm2-offset-syncs.<alias>.internal`.
     pub topic: String,
+}
+
+impl OffsetSyncSink {
+    /// Where the flow's offset syncs go, when `emit.offset-syncs.enabled`: the topic `naming`
+    /// gives (after the other cluster of the flow, as MM2 names it) is created, compacted, on
+    /// the cluster `offset-syncs.topic.location` names.
+    pub fn for_flow(site: &Site<'_>, naming: &dyn ReplicationPolicy) -> Result<Option<Self>, StageError> {
+        let Some(cfg) = site.flow.offset_syncs else { return Ok(None) };
+        let (cluster, settings, admin, named_after) = match cfg.location {
+            SyncLocation::Source => (site.source, &site.flow.source_producer, &site.source_admin, &site.target.alias),
+            SyncLocation::Target => (site.target, &site.flow.producer, &site.target_admin, &site.source.alias),
+        };
+        let topic = naming.offset_syncs_topic(named_after.as_str())?;
+        admin.ensure_exists(&TopicSpec::compacted_single(topic.clone(), cfg.replication_factor))?;
+        Ok(Some(Self { producer: site.producer(cluster, settings)?, topic }))
+    }
 }
 
 /// How long a just-created remote topic or partition may take to show in producer metadata.
