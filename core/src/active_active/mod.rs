@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::events::{ConflictsRefused, LoopsPrevented};
-use crate::pipeline::{Batch, RecordFilter, Slots};
+use crate::pipeline::{Batch, RecordFilter, Slot, Slots};
 use crate::policy::{PolicyError, PolicyInstance};
 
 /// Conflict resolution of one flow.
@@ -59,6 +59,33 @@ impl ActiveActive {
             scratch: Vec::new(),
         }
     }
+
+    /// Notes every keyed record of the batch as a write on the source, and returns what the
+    /// table knows of each key on the target. The table is locked once, never across a
+    /// `resolve` call.
+    fn known_versions(&self, slots: &[Slot], batch: &Batch, keys: &KeyStates) -> Vec<Option<Option<Version>>> {
+        let mut known = vec![None; batch.records.len()];
+        let mut table = keys.lock();
+        for (i, record) in batch.records.iter().enumerate() {
+            let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
+            let origin = provenance::origin(provenance::of(batch.headers(record)), &self.source);
+            // Every record read is a write on the source, even one about to be dropped.
+            table.observe(&self.source, &slot.source_topic, key, record.timestamp, origin);
+            known[i] = Some(table.known(&self.target, &slot.remote_topic, key).cloned());
+        }
+        known
+    }
+
+    /// Notes the writes the batch makes on the target, newest per key.
+    fn note_writes(&self, slots: &[Slot], batch: &Batch, keys: &KeyStates, mut written: HashMap<Vec<u8>, Version>) {
+        let mut table = keys.lock();
+        for record in &batch.records {
+            let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
+            if let Some(v) = written.remove(key) {
+                table.observe(&self.target, &slot.remote_topic, key, v.timestamp, &v.origin);
+            }
+        }
+    }
 }
 
 impl RecordFilter for ActiveActive {
@@ -70,17 +97,10 @@ impl RecordFilter for ActiveActive {
         // The key table is shared with the flow in the other direction, which may run on another
         // thread: it is locked only to read and to note, never across a `resolve` call (up to
         // 1 s each), so one flow's hook cannot stall the other flow.
-        let mut known: Vec<Option<Option<Version>>> = vec![None; batch.records.len()];
-        if let Some(keys) = &keys {
-            let mut table = keys.lock();
-            for (i, record) in batch.records.iter().enumerate() {
-                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
-                let origin = provenance::origin(provenance::of(batch.headers(record)), &self.source);
-                // Every record read is a write on the source, even one about to be dropped.
-                table.observe(&self.source, &slot.source_topic, key, record.timestamp, origin);
-                known[i] = Some(table.known(&self.target, &slot.remote_topic, key).cloned());
-            }
-        }
+        let known = match &keys {
+            Some(keys) => self.known_versions(&slots, batch, keys),
+            None => vec![None; batch.records.len()],
+        };
         // Writes this batch will make on the target, newest per key, seen by later records of
         // the batch as if the table had been noted in between.
         let mut written: HashMap<Vec<u8>, Version> = HashMap::new();
@@ -130,13 +150,7 @@ impl RecordFilter for ActiveActive {
             }
         }
         if let (Some(keys), false) = (&keys, written.is_empty()) {
-            let mut table = keys.lock();
-            for record in &batch.records {
-                let (Some(slot), Some(key)) = (slots.get(record.slot as usize), batch.key(record)) else { continue };
-                if let Some(v) = written.remove(key) {
-                    table.observe(&self.target, &slot.remote_topic, key, v.timestamp, &v.origin);
-                }
-            }
+            self.note_writes(&slots, batch, keys, written);
         }
         drop(slots);
         if looped > 0 {

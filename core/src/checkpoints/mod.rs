@@ -222,6 +222,58 @@ impl CheckpointTask {
         }
     }
 
+    /// The source's groups this flow checkpoints: `groups`/`groups.exclude` and the policy's
+    /// group filter. A filter that fails holds back its group only, until a later round, and
+    /// clears `every_group_read`.
+    fn groups(&self, every_group_read: &mut bool) -> Result<Vec<String>, ClusterError> {
+        let mut groups = Vec::new();
+        for group in self.source_groups.list()? {
+            if group == "strait" || !self.config.groups.matches(&group) {
+                continue;
+            }
+            match self.filters.group(&group) {
+                Ok(true) => groups.push(group),
+                Ok(false) => {}
+                Err(e) => {
+                    *every_group_read = false;
+                    FlowRetrying {
+                        flow: &self.flow,
+                        what: &format!("group `{group}` not checkpointed this round: {e}"),
+                    }
+                    .emit()
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Writes `group`'s checkpoints that moved since the last written; how many it wrote.
+    fn write_checkpoints(
+        &mut self,
+        group: &str,
+        committed: &[Committed],
+        by_partition: &HashMap<(&str, i32), &Watched>,
+        translation: &Translation,
+    ) -> usize {
+        let mut written = 0;
+        for c in committed {
+            let Some(w) = by_partition.get(&(c.topic.as_str(), c.partition)) else { continue };
+            let Some(checkpoint) = translation.checkpoint(group, w, c) else { continue };
+            let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
+            if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
+                continue;
+            }
+            let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
+            if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
+                FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
+                continue;
+            }
+            self.last.insert(key, checkpoint);
+            written += 1;
+        }
+        written
+    }
+
     fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), StageError> {
         self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
         // The reverse flow's positions live on this flow's source; it may start later.
@@ -243,25 +295,7 @@ impl CheckpointTask {
         // round could be the one still needing a run.
         let mut every_group_read = true;
         let mut oldest: HashMap<(String, i32), i64> = HashMap::new();
-        let mut groups = Vec::new();
-        for group in self.source_groups.list()? {
-            if group == "strait" || !self.config.groups.matches(&group) {
-                continue;
-            }
-            match self.filters.group(&group) {
-                Ok(true) => groups.push(group),
-                Ok(false) => {}
-                // A filter that fails holds back its group only, until a later round.
-                Err(e) => {
-                    every_group_read = false;
-                    FlowRetrying {
-                        flow: &self.flow,
-                        what: &format!("group `{group}` not checkpointed this round: {e}"),
-                    }
-                    .emit()
-                }
-            }
-        }
+        let groups = self.groups(&mut every_group_read)?;
         let (mut written, mut moved_groups) = (0, 0);
         for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
             // A group whose offsets could not be read is held back alone, until a later round.
@@ -281,26 +315,9 @@ impl CheckpointTask {
                 let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(c.offset);
                 *at = (*at).min(c.offset);
             }
-            let group = group.as_str();
-            let mut moved = false;
-            for c in &committed {
-                let Some(w) = by_partition.get(&(c.topic.as_str(), c.partition)) else { continue };
-                let Some(checkpoint) = translation.checkpoint(group, w, c) else { continue };
-                let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
-                if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
-                    continue;
-                }
-                let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
-                if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
-                    FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }
-                        .emit();
-                    continue;
-                }
-                self.last.insert(key, checkpoint);
-                written += 1;
-                moved = true;
-            }
-            moved_groups += usize::from(moved);
+            let wrote = self.write_checkpoints(group.as_str(), &committed, &by_partition, translation);
+            written += wrote;
+            moved_groups += usize::from(wrote > 0);
         }
         if written > 0 {
             let _ = self.producer.flush(ROUND_STEP_TIMEOUT);

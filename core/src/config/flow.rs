@@ -147,6 +147,27 @@ struct Scopes {
 }
 
 pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
+    let (aliases, clusters_line) = aliases(&props)?;
+    let known = aliases.join(", ");
+    let mut warnings: BTreeMap<String, String> = BTreeMap::new();
+    let scopes = split_scopes(&props, &aliases, &known)?;
+    let clusters = clusters(&scopes, &aliases, clusters_line)?;
+    warn_unsupported(&scopes, &mut warnings);
+    let flows = flows(&scopes, &aliases, &mut warnings)?;
+    let process = process_settings(&scopes)?;
+    Ok(Config {
+        clusters,
+        flows,
+        metrics_listen: process.metrics_listen,
+        stage_threads: process.stage_threads,
+        shutdown_timeout: process.shutdown_timeout,
+        group_instance_id: process.group_instance_id,
+        warnings: warnings.into_values().collect(),
+    })
+}
+
+/// The aliases `clusters = ...` lists, and its line.
+fn aliases(props: &[Property]) -> Result<(Vec<String>, usize), ConfigError> {
     let clusters_prop = props.iter().find(|p| p.key == "clusters").ok_or_else(|| {
         ConfigError::Missing(
             "no `clusters = ...` line: list the cluster aliases, e.g. `clusters = us-east, us-west`".into(),
@@ -161,24 +182,30 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
             reason: "lists no cluster alias".into(),
         });
     }
-    let known = aliases.join(", ");
-    let mut warnings: BTreeMap<String, String> = BTreeMap::new();
-    let scopes = split_scopes(&props, &aliases, &known)?;
+    Ok((aliases, clusters_prop.line))
+}
 
-    let mut clusters = Vec::new();
-    for alias in &aliases {
-        let bootstrap = scopes
-            .cluster
-            .get(&(alias.clone(), "bootstrap.servers".into()))
-            .or_else(|| scopes.top.get("bootstrap.servers"))
-            .ok_or_else(|| ConfigError::MissingBootstrap { line: clusters_prop.line, alias: alias.clone() })?;
-        clusters.push(ClusterConfig {
-            alias: ClusterAlias::new(alias.clone()),
-            bootstrap_servers: bootstrap.value.clone(),
-            line: bootstrap.line,
-        });
-    }
+/// Each alias's cluster: its `bootstrap.servers`, of its own or top-level.
+fn clusters(scopes: &Scopes, aliases: &[String], clusters_line: usize) -> Result<Vec<ClusterConfig>, ConfigError> {
+    aliases
+        .iter()
+        .map(|alias| {
+            let bootstrap = scopes
+                .cluster
+                .get(&(alias.clone(), "bootstrap.servers".into()))
+                .or_else(|| scopes.top.get("bootstrap.servers"))
+                .ok_or_else(|| ConfigError::MissingBootstrap { line: clusters_line, alias: alias.clone() })?;
+            Ok(ClusterConfig {
+                alias: ClusterAlias::new(alias.clone()),
+                bootstrap_servers: bootstrap.value.clone(),
+                line: bootstrap.line,
+            })
+        })
+        .collect()
+}
 
+/// One warning for each key strait does not use, naming it and its line.
+fn warn_unsupported(scopes: &Scopes, warnings: &mut BTreeMap<String, String>) {
     for ((alias, key), p) in &scopes.cluster {
         let role_key = ["consumer.", "producer.", "admin."].iter().any(|r| key.starts_with(r));
         if !(role_key || is_common_client_key(key)) {
@@ -202,21 +229,28 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
             || is_flow_key(key)
             || is_common_client_key(key);
         if !supported {
-            warn_ignored(&mut warnings, key, p);
+            warn_ignored(warnings, key, p);
         }
     }
     for ((_, _, key), p) in &scopes.flow {
         if !is_flow_key(key) {
-            warn_ignored(&mut warnings, key, p);
+            warn_ignored(warnings, key, p);
         }
     }
+}
 
+/// Every enabled flow; at least one must be.
+fn flows(
+    scopes: &Scopes,
+    aliases: &[String],
+    warnings: &mut BTreeMap<String, String>,
+) -> Result<Vec<FlowConfig>, ConfigError> {
     let mut flows = Vec::new();
-    for source in &aliases {
+    for source in aliases {
         for target in aliases.iter().filter(|t| *t != source) {
-            let flow = FlowScope { scopes: &scopes, source, target };
+            let flow = FlowScope { scopes, source, target };
             if flow.parse_or("enabled", false)? {
-                flows.push(flow.build(&mut warnings)?);
+                flows.push(flow.build(warnings)?);
             }
         }
     }
@@ -227,7 +261,18 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
             aliases.get(1).unwrap_or(&aliases[0])
         )));
     }
+    Ok(flows)
+}
 
+/// The process's own settings (`strait.*`).
+struct ProcessSettings {
+    metrics_listen: std::net::SocketAddr,
+    stage_threads: usize,
+    shutdown_timeout: Duration,
+    group_instance_id: Option<String>,
+}
+
+fn process_settings(scopes: &Scopes) -> Result<ProcessSettings, ConfigError> {
     let metrics_listen = match scopes.top.get("strait.metrics.listen") {
         Some(p) => p.value.parse().map_err(|_| ConfigError::BadValue {
             line: p.line,
@@ -236,7 +281,6 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         })?,
         None => std::net::SocketAddr::from(([127, 0, 0, 1], 9464)),
     };
-
     let stage_threads = match scopes.top.get("strait.stage.threads") {
         Some(p) => p.value.trim().parse::<usize>().ok().filter(|n| (1..=256).contains(n)).ok_or_else(|| {
             ConfigError::BadValue {
@@ -247,7 +291,6 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         })?,
         None => 4,
     };
-
     let shutdown_timeout = match scopes.top.get("strait.shutdown.timeout.ms") {
         Some(p) => {
             p.value.trim().parse::<u64>().ok().filter(|ms| *ms >= 100).map(Duration::from_millis).ok_or_else(|| {
@@ -260,19 +303,9 @@ pub(super) fn resolve(props: Vec<Property>) -> Result<Config, ConfigError> {
         }
         None => Duration::from_secs(30),
     };
-
     let group_instance_id =
         scopes.top.get("strait.group.instance.id").map(|p| p.value.trim().to_string()).filter(|v| !v.is_empty());
-
-    Ok(Config {
-        clusters,
-        flows,
-        metrics_listen,
-        stage_threads,
-        shutdown_timeout,
-        group_instance_id,
-        warnings: warnings.into_values().collect(),
-    })
+    Ok(ProcessSettings { metrics_listen, stage_threads, shutdown_timeout, group_instance_id })
 }
 
 fn split_scopes(props: &[Property], aliases: &[String], known: &str) -> Result<Scopes, ConfigError> {
@@ -333,58 +366,17 @@ impl FlowScope<'_> {
 
     fn build(&self, warnings: &mut BTreeMap<String, String>) -> Result<FlowConfig, ConfigError> {
         let topics = self.name_filter("topics", DEFAULT_TOPICS_EXCLUDE)?;
-        let policy = match self.get("replication.policy.class") {
-            None => PolicyKind::Default,
-            Some(p) => match p.value.trim().rsplit('.').next().unwrap_or_default() {
-                "DefaultReplicationPolicy" => PolicyKind::Default,
-                "IdentityReplicationPolicy" => PolicyKind::Identity,
-                other => {
-                    return Err(ConfigError::BadValue {
-                        line: p.line,
-                        key: p.key.clone(),
-                        reason: format!(
-                            "is `{other}`; strait has DefaultReplicationPolicy and IdentityReplicationPolicy"
-                        ),
-                    })
-                }
-            },
-        };
-        let mut policy_properties: BTreeMap<String, String> = BTreeMap::new();
-        for (key, p) in &self.scopes.top {
-            if key.starts_with("replication.policy.") {
-                policy_properties.insert(key.clone(), p.value.clone());
-            }
-        }
-        for ((source, target, key), p) in &self.scopes.flow {
-            if source == self.source && target == self.target && key.starts_with("replication.policy.") {
-                policy_properties.insert(key.clone(), p.value.clone());
-            }
-        }
+        let policy = self.policy_kind()?;
         let policy_wasm = self.get("replication.policy.wasm").map(|p| std::path::PathBuf::from(p.value.trim()));
-        let separator = self.get("replication.policy.separator").map(|p| p.value.clone()).unwrap_or_else(|| ".".into());
-        if separator.is_empty() {
-            let line = self.get("replication.policy.separator").map_or(0, |p| p.line);
-            return Err(ConfigError::BadValue {
-                line,
-                key: "replication.policy.separator".into(),
-                reason: "is empty".into(),
-            });
-        }
-        let positive = |key: &str, default: u64| -> Result<u64, ConfigError> {
-            let v: u64 = self.parse_or(key, default)?;
-            if v == 0 {
-                let line = self.get(key).map_or(0, |p| p.line);
-                return Err(ConfigError::BadValue { line, key: key.into(), reason: "must be greater than 0".into() });
-            }
-            Ok(v)
-        };
+        let separator = self.separator()?;
+        let positive = |key: &str, default: u64| self.positive(key, default);
         Ok(FlowConfig {
             source: ClusterAlias::new(self.source),
             target: ClusterAlias::new(self.target),
             topics,
             policy,
             policy_wasm,
-            policy_properties: policy_properties.into_iter().collect(),
+            policy_properties: self.policy_properties(),
             policy_clock: self.parse_or("strait.policy.clock", false)?,
             topic_configs: self.topic_config_sync()?,
             acl_sync: self.acl_sync()?,
@@ -409,18 +401,7 @@ impl FlowScope<'_> {
             batch_max_records: positive("strait.batch.max.records", 2000)? as usize,
             batch_max_bytes: positive("strait.batch.max.bytes", 1 << 20)? as usize,
             channel_capacity: positive("strait.channel.capacity", 2)? as usize,
-            provenance: match self.get("provenance.enabled").map(|p| (p.value.trim(), p.line)) {
-                None | Some(("auto", _)) => None,
-                Some(("true", _)) => Some(true),
-                Some(("false", _)) => Some(false),
-                Some((_, line)) => {
-                    return Err(ConfigError::BadValue {
-                        line,
-                        key: "provenance.enabled".into(),
-                        reason: "must be true, false or auto".into(),
-                    })
-                }
-            },
+            provenance: self.provenance()?,
             dead_letter_topic: self
                 .get("conflicts.dead.letter.topic")
                 .map(|p| p.value.trim().to_string())
@@ -435,6 +416,75 @@ impl FlowScope<'_> {
 
     /// `<key>` and `<key>.exclude` (or MM2's older `<key>.blacklist`) as MM2's default topic and
     /// group filters read them: include `.*` unless listed, exclude `default_exclude`.
+    /// `replication.policy.class`: MM2's class names, with or without the package.
+    fn policy_kind(&self) -> Result<PolicyKind, ConfigError> {
+        let Some(p) = self.get("replication.policy.class") else { return Ok(PolicyKind::Default) };
+        match p.value.trim().rsplit('.').next().unwrap_or_default() {
+            "DefaultReplicationPolicy" => Ok(PolicyKind::Default),
+            "IdentityReplicationPolicy" => Ok(PolicyKind::Identity),
+            other => Err(ConfigError::BadValue {
+                line: p.line,
+                key: p.key.clone(),
+                reason: format!("is `{other}`; strait has DefaultReplicationPolicy and IdentityReplicationPolicy"),
+            }),
+        }
+    }
+
+    /// Every `replication.policy.*` key, top-level and then the flow's own, for the policy's
+    /// `init`.
+    fn policy_properties(&self) -> Vec<(String, String)> {
+        let mut properties: BTreeMap<String, String> = BTreeMap::new();
+        for (key, p) in &self.scopes.top {
+            if key.starts_with("replication.policy.") {
+                properties.insert(key.clone(), p.value.clone());
+            }
+        }
+        for ((source, target, key), p) in &self.scopes.flow {
+            if source == self.source && target == self.target && key.starts_with("replication.policy.") {
+                properties.insert(key.clone(), p.value.clone());
+            }
+        }
+        properties.into_iter().collect()
+    }
+
+    /// `replication.policy.separator`, `.` unless set; never empty.
+    fn separator(&self) -> Result<String, ConfigError> {
+        let separator = self.get("replication.policy.separator").map(|p| p.value.clone()).unwrap_or_else(|| ".".into());
+        if separator.is_empty() {
+            let line = self.get("replication.policy.separator").map_or(0, |p| p.line);
+            return Err(ConfigError::BadValue {
+                line,
+                key: "replication.policy.separator".into(),
+                reason: "is empty".into(),
+            });
+        }
+        Ok(separator)
+    }
+
+    /// A number that must be above 0.
+    fn positive(&self, key: &str, default: u64) -> Result<u64, ConfigError> {
+        let v: u64 = self.parse_or(key, default)?;
+        if v == 0 {
+            let line = self.get(key).map_or(0, |p| p.line);
+            return Err(ConfigError::BadValue { line, key: key.into(), reason: "must be greater than 0".into() });
+        }
+        Ok(v)
+    }
+
+    /// `provenance.enabled`: `auto` (the default) decides from the naming policy.
+    fn provenance(&self) -> Result<Option<bool>, ConfigError> {
+        match self.get("provenance.enabled").map(|p| (p.value.trim(), p.line)) {
+            None | Some(("auto", _)) => Ok(None),
+            Some(("true", _)) => Ok(Some(true)),
+            Some(("false", _)) => Ok(Some(false)),
+            Some((_, line)) => Err(ConfigError::BadValue {
+                line,
+                key: "provenance.enabled".into(),
+                reason: "must be true, false or auto".into(),
+            }),
+        }
+    }
+
     fn name_filter(&self, key: &str, default_exclude: &str) -> Result<TopicFilter, ConfigError> {
         let include = self.get(key).map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
         let exclude = self
