@@ -9,8 +9,13 @@ use support::*;
 
 const TIMEOUT_MS: u64 = 10_000;
 const MARGIN: Duration = Duration::from_secs(5);
-const RECORDS: u64 = 20_000;
+const RECORDS: u64 = 60_000;
 const FLOW: &str = "us-east->sd-west";
+const PARTITIONS: i32 = 3;
+/// Fetched batches that can wait before the producer: one in the fetch stage's hands, one in
+/// each of the two middle stages', and `strait.channel.capacity` (2, set below) in each of the
+/// three channels.
+const BEFORE_THE_PRODUCER: f64 = 1.0 + 2.0 + 3.0 * 2.0;
 
 #[test]
 fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restart_loses_nothing() {
@@ -18,11 +23,11 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
     // A target of its own: freezing the shared us-west would stall the other tests.
     let target = OwnCluster::start("sd-west", 32092);
     let topic = unique("shutdown");
-    create_topic(&s.east, &topic, 3, 1, &[]);
+    create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
     let config = format!(
         "clusters = us-east, sd-west\nus-east.bootstrap.servers = {}\nsd-west.bootstrap.servers = {}\nus-east->sd-west.enabled = true\n\
          us-east->sd-west.topics = {topic}\nreplication.factor = 1\nrefresh.topics.interval.seconds = 1\ngroups = strait-tests-no-group\n\
-         strait.shutdown.timeout.ms = {TIMEOUT_MS}\n",
+         strait.shutdown.timeout.ms = {TIMEOUT_MS}\nstrait.channel.capacity = 2\nstrait.batch.max.records = 2000\n",
         s.east, target.bootstrap
     );
     let remote = format!("us-east.{topic}");
@@ -36,17 +41,29 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
         |st: &Strait| st.metric("strait_replication_record_age_seconds_count", &[("flow", FLOW)]).unwrap_or(0.0);
     let fetched_before = fetches(&first);
     target.freeze();
-    let records: Vec<TestRecord> =
-        (0..RECORDS).map(|i| TestRecord::kv((i % 3) as i32, &i.to_string(), &seq_value(i, 100))).collect();
+    let records: Vec<TestRecord> = (0..RECORDS)
+        .map(|i| TestRecord::kv((i % PARTITIONS as u64) as i32, &i.to_string(), &seq_value(i, 100)))
+        .collect();
     produce(&s.east, &topic, &records, &[]);
-    // strait fetched them and holds them for a target that does not answer.
+    // strait fetched them and holds them, in its producer, for a target that does not answer.
+    // The count rises once per partition per fetched batch, so a batch adds at most PARTITIONS:
+    // past BEFORE_THE_PRODUCER * PARTITIONS, more batches were fetched than can wait before the
+    // producer, and the produce stage hands a batch to the producer as soon as it takes it. The
+    // target is frozen, so none of those records is acknowledged. All of them fetched make at
+    // least 30 batches of at most 2,000 records, so the count gets there.
+    let in_the_producer = BEFORE_THE_PRODUCER * PARTITIONS as f64 + 1.0;
     assert!(
-        wait_until(Duration::from_secs(60), || fetches(&first) > fetched_before),
-        "strait fetched nothing of the {RECORDS} records; metrics:\n{}\nlog:\n{}",
+        wait_until(Duration::from_secs(60), || fetches(&first) - fetched_before >= in_the_producer),
+        "strait fetched {} partition batches of the {RECORDS} records, not the {in_the_producer} that put \
+         one in the producer; metrics:\n{}\nlog:\n{}",
+        fetches(&first) - fetched_before,
         first.metrics(),
         first.log_text()
     );
-    std::thread::sleep(Duration::from_secs(2)); // let the fetched records reach the producer
+    println!(
+        "{} partition batches fetched with the target frozen (at least {in_the_producer} puts one in the producer)",
+        fetches(&first) - fetched_before
+    );
 
     let asked = Instant::now();
     first.signal("TERM");
