@@ -33,12 +33,15 @@ fn failover_shows_the_rpo_and_applies_positions_only_to_an_idle_group() {
     let upstream = committed_offsets(&s.east, &group, &topic, 3);
     // strait stops (positions stored); 30 more orders arrive that nobody replicates.
     strait.stop();
+    let unix_s = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
+    let produce_began = unix_s();
     produce(
         &s.east,
         &topic,
         &(200..230).map(|i| TestRecord::kv(i % 3, &format!("k{i}"), &format!("order-{i}"))).collect::<Vec<_>>(),
         &[],
     );
+    let produce_ended = unix_s();
 
     let config = strait.config_path().to_str().expect("utf-8 path").to_string();
     let args = ["failover", "--config", &config, "--group", &group, "--from", "us-east", "--to", "us-west"];
@@ -78,11 +81,19 @@ fn failover_shows_the_rpo_and_applies_positions_only_to_an_idle_group() {
     assert!(wait_until(Duration::from_secs(30), || strait_cli(&apply).0), "apply never succeeded on the idle group");
     assert_eq!(committed_offsets(&s.west, &group, &remote, 3), upstream);
 
+    let status_began = unix_s();
     let (ok, out, err) = strait_cli(&["status", "--config", &config]);
+    let status_ended = unix_s();
     assert!(ok, "{err}");
     let row = out.lines().find(|l| l.starts_with("us-east->us-west")).unwrap_or_else(|| panic!("{out}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert!(cols[1].parse::<f64>().is_ok(), "heartbeat age: {row}");
     assert_eq!(cols[3], "30", "lag in records: {row}");
-    assert!(cols[4].parse::<f64>().is_ok_and(|s| s >= 0.0), "lag in seconds: {row}");
+    // The lag in seconds is the age of the oldest unreplicated record, the first of the 30: it
+    // was written while they were produced and aged until status looked. 0.1 s either side for
+    // the column's one decimal and the timestamps' milliseconds.
+    let (least, most) = (status_began - produce_ended - 0.1, status_ended - produce_began + 0.1);
+    let seconds = cols[4].parse::<f64>().unwrap_or_else(|e| panic!("lag in seconds ({e}): {row}"));
+    println!("lag in seconds {seconds}, between {least:.2} and {most:.2}");
+    assert!(least <= seconds && seconds <= most, "lag in seconds {seconds}, not within [{least:.2}, {most:.2}]: {row}");
 }
