@@ -170,16 +170,13 @@ pub struct CheckpointClients {
 }
 
 impl CheckpointTask {
-    /// Whether this process checkpoints the flow: checkpoints or group offset sync are on and
-    /// it owns task 0.
-    pub fn wanted(site: &Site<'_>) -> bool {
-        site.leads() && site.flow.checkpoints.is_some()
-    }
-
-    /// The flow's checkpoints and group offset sync, when [`CheckpointTask::wanted`]: the
-    /// checkpoints topic is created on the target and read back, so checkpoints stay monotonic
-    /// across restarts.
-    pub fn for_flow(site: &Site<'_>, clients: CheckpointClients) -> Result<Option<Self>, StageError> {
+    /// The flow's checkpoints and group offset sync, when either is on and this process owns
+    /// task 0: the checkpoints topic is created on the target and read back, so checkpoints
+    /// stay monotonic across restarts, and then the shared `clients` are taken.
+    pub fn for_flow(
+        site: &Site<'_>,
+        clients: impl FnOnce() -> Result<CheckpointClients, ClusterError>,
+    ) -> Result<Option<Self>, StageError> {
         let Some(config) = site.flow.checkpoints.as_ref().filter(|_| site.leads()) else { return Ok(None) };
         let naming = site.naming()?;
         let topic = naming.checkpoints_topic(site.source.alias.as_str())?;
@@ -190,7 +187,8 @@ impl CheckpointTask {
                 last.insert((c.group.clone(), c.topic.clone(), c.partition), c);
             }
         })?;
-        let CheckpointClients { source_groups, target_groups, forward_tail, back_tail } = clients;
+        let producer = site.producer(site.target, &site.flow.producer)?;
+        let CheckpointClients { source_groups, target_groups, forward_tail, back_tail } = clients()?;
         Ok(Some(Self {
             flow: site.name.clone(),
             source_alias: site.source.alias.to_string(),
@@ -203,7 +201,7 @@ impl CheckpointTask {
             target_groups,
             forward_tail,
             back_tail,
-            producer: site.producer(site.target, &site.flow.producer)?,
+            producer,
             topic,
             last,
         }))

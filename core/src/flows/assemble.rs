@@ -152,10 +152,7 @@ pub fn build_flow(
     let records = record_stages(&site, naming.as_ref(), &slots, &shared.keys)?;
     let offset_syncs = OffsetSyncSink::for_flow(&site, naming.as_ref())?;
     let heartbeats = HeartbeatEmitter::for_flow(&site, naming.as_ref())?;
-    let checkpoints = match CheckpointTask::wanted(&site) {
-        true => CheckpointTask::for_flow(&site, shared.checkpoint_clients(&site)?)?,
-        false => None,
-    };
+    let checkpoints = CheckpointTask::for_flow(&site, || shared.checkpoint_clients(&site))?;
     let discovery = Discovery::for_flow(&site, naming, slots.clone(), positions, assign_tx, start_from_latest(flow)?)?;
     let topic_sync = TopicSync::for_flow(&site, discovery.replicated());
     // A start that owns no partition must not show the last start's count.
@@ -264,6 +261,8 @@ struct RecordStages {
 /// to the dead-letter topic if one is set.
 fn conflicts(site: &Site<'_>, keys: &Arc<KeyStates>) -> Result<Option<Conflicts>, FlowError> {
     let Some(component) = &site.policy.conflicts else { return Ok(None) };
+    // A broken component is found before the target is touched.
+    let instance = component.instantiate(site.flow)?;
     let dead_letter = match &site.flow.dead_letter_topic {
         Some(topic) => {
             // One partition keeps refused records in the order they were refused.
@@ -278,7 +277,7 @@ fn conflicts(site: &Site<'_>, keys: &Arc<KeyStates>) -> Result<Option<Conflicts>
         }
         None => None,
     };
-    Ok(Some(Conflicts { instance: component.instantiate(site.flow)?, keys: keys.clone(), dead_letter }))
+    Ok(Some(Conflicts { instance, keys: keys.clone(), dead_letter }))
 }
 
 /// What the produce stage writes through.
