@@ -88,9 +88,10 @@ pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<
     if states.is_none() {
         println!("no strait process answers at http://{metrics}/metrics: flow states unknown (give --metrics ADDR:PORT if it listens elsewhere)");
     }
-    // The state goes last so that scripts reading the older columns by position keep working.
+    // The state and the group go last so that scripts reading the older columns by position
+    // keep working.
     println!(
-        "{:<28} {:>14} {:>18} {:>12} {:>10}  state",
+        "{:<28} {:>14} {:>18} {:>12} {:>10}  state  group",
         "flow", "heartbeat age s", "replicated hb age s", "lag records", "lag s"
     );
     let secs = |ms: Option<i64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{:.1}", ms as f64 / 1000.0));
@@ -102,13 +103,14 @@ pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<
             Ok(s) => {
                 let lag_s = s.lag_seconds.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
                 println!(
-                    "{:<28} {:>14} {:>18} {:>12} {:>10}  {}",
+                    "{:<28} {:>14} {:>18} {:>12} {:>10}  {}  group={}",
                     s.flow,
                     secs(s.heartbeat_age_ms),
                     secs(s.replicated_heartbeat_age_ms),
                     show(s.lag_records),
                     lag_s,
-                    state
+                    state,
+                    s.group
                 );
             }
             Err(e) => println!("{:<28} clusters not readable: {e:#}  {state}", flow.name()),

@@ -59,7 +59,7 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
     let alias = unique("pruned").replace('-', "");
     let topic = unique("txn-orders");
     create_topic(&s.east, &topic, 1, 3, &[]);
-    let positions = format!("strait-offsets.{alias}.internal");
+    let positions = test_positions_topic(&alias);
     // The cleaner has to reach the topic within the test: segments roll every second and
     // tombstones go at the next cleaning (strait's own defaults are an hour for both).
     let fast_cleaning = [

@@ -218,3 +218,83 @@ fn a_parked_exactly_once_flow_aborts_its_open_transaction_so_read_committed_read
     );
     assert!(log.contains("open transaction was aborted"), "the flow did not say it aborted; log:\n{log}");
 }
+
+/// Two exactly-once members of one flow, and a SIGHUP that gives one of them other settings
+/// mid-stream: the member with the older settings hands its tasks on and stays out, the other
+/// copies everything alone, and a `read_committed` read through a sentinel per partition finds
+/// every record once. Before the flow's group was named by its position topic, the reloaded
+/// member formed a group of its own and both copied every partition.
+#[test]
+fn members_that_disagree_on_settings_never_both_copy_and_a_sighup_mid_stream_loses_and_doubles_nothing() {
+    let _serial = one_at_a_time();
+    let s = stand();
+    let topic = unique("eos-disagree");
+    create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
+    let remote = format!("us-east.{topic}");
+    let cfg = config(&topic);
+    let members = [Strait::start(&cfg), Strait::start(&cfg)];
+    let (a, b) = (&members[0], &members[1]);
+    assert!(
+        wait_until(Duration::from_secs(90), || share(a) >= 1.0
+            && share(b) >= 1.0
+            && share(a) + share(b) == f64::from(PARTITIONS)),
+        "the members never split the partitions; logs:\n{}",
+        logs(&members)
+    );
+    let producer = SteadyProducer::start(&s.east, &topic, PARTITIONS, 5_000, 100);
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= 20_000),
+        "replication never got under way; logs:\n{}",
+        logs(&members)
+    );
+
+    // B's deploy gets a new setting first.
+    let newer = format!("{cfg}transaction.boundary.interval.ms = 700\n");
+    b.rewrite_config(&newer);
+    b.signal("HUP");
+    let yielded = |m: &Strait| m.metric("strait_group_yielded", &[("flow", FLOW)]) == Some(1.0);
+    assert!(
+        wait_until(Duration::from_secs(60), || yielded(a) && share(a) == 0.0 && share(b) == f64::from(PARTITIONS)),
+        "the member with the older settings never handed every partition to the newer one; logs:\n{}",
+        logs(&members)
+    );
+    assert!(a.metric("strait_group_members_disagreeing", &[("flow", FLOW)]).unwrap_or(0.0) >= 1.0);
+    let (ok, out, err) = a.status();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("group=other: 1x"),
+        "status from the older config must show the group runs other settings:\n{out}"
+    );
+    let (ok, out, err) = b.status();
+    assert!(ok, "{err}");
+    assert!(out.contains("group=agreed(1)"), "status from the newer config must show it agreed:\n{out}");
+    let copied = record_count(&s.west, &remote);
+    assert!(
+        wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) >= copied + 20_000),
+        "the newer member did not go on alone; logs:\n{}",
+        logs(&members)
+    );
+
+    // A's deploy catches up: the two share the work again.
+    a.rewrite_config(&newer);
+    a.signal("HUP");
+    assert!(
+        wait_until(Duration::from_secs(90), || share(a) >= 1.0
+            && share(b) >= 1.0
+            && share(a) + share(b) == f64::from(PARTITIONS)
+            && !yielded(a)),
+        "the members never shared the partitions again once they agreed; logs:\n{}",
+        logs(&members)
+    );
+
+    let total = producer.finish();
+    send_sentinels(&s.east, &topic, PARTITIONS);
+    let got = read_through_sentinels(&s.west, &remote, PARTITIONS, Duration::from_secs(180))
+        .unwrap_or_else(|| panic!("a sentinel never arrived; logs:\n{}", logs(&members)));
+    let check = check_seqs(got.iter().flatten(), total);
+    println!("{total} produced: {} missing, {} duplicates in a read_committed read", check.missing, check.duplicates);
+    assert_eq!(check.missing, 0, "lost records, the first {:?}; logs:\n{}", check.first_missing, logs(&members));
+    assert_eq!(check.duplicates, 0, "records copied twice; logs:\n{}", logs(&members));
+    assert_eq!(check.foreign, 0);
+    assert_eq!(out_of_order(&got), None);
+}

@@ -194,9 +194,9 @@ fn replacing_the_wasm_file_or_sighup_swaps_the_policy_between_batches_without_lo
 fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_written_there() {
     let s = stand();
     let misbehave = plugin("misbehave");
-    let positions = "strait-offsets.us-east.internal";
+    let positions = test_positions_topic("us-east");
     for internal in
-        [positions, "__consumer_offsets", "heartbeats", "us-east.heartbeats", "us-east.checkpoints.internal"]
+        [positions.as_str(), "__consumer_offsets", "heartbeats", "us-east.heartbeats", "us-east.checkpoints.internal"]
     {
         let topic = unique("route-internal");
         create_topic(&s.east, &topic, 1, 1, &[]);

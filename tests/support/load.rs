@@ -216,7 +216,7 @@ pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i
     use rdkafka::message::Message;
     use strait_core::offsets::store::{decode, StoredRecord};
     let mut out: std::collections::BTreeMap<i32, Vec<Option<i64>>> = std::collections::BTreeMap::new();
-    read_partition_to_end(west, "strait-offsets.us-east.internal", |m| {
+    read_partition_to_end(west, &super::test_positions_topic("us-east"), |m| {
         match m.key().and_then(|k| decode(k, m.payload())) {
             Some(StoredRecord::Position((t, p), stored)) if t == topic => {
                 out.entry(p).or_default().push(Some(stored.next))

@@ -287,6 +287,44 @@ pub fn east_to_west(topics: &str, extra: &str) -> String {
     )
 }
 
+/// The position topic of this test's flows from `source`: one per test (named after the test's
+/// thread), because a flow's group is named by its position topic, and tests running side by
+/// side on the same two clusters must be separate replicators, as they were when each config's
+/// settings named its own group.
+pub fn test_positions_topic(source: &str) -> String {
+    let thread = std::thread::current();
+    let test: String = thread
+        .name()
+        .unwrap_or("main")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '.' })
+        .collect();
+    format!("strait-offsets.{source}.{test}.internal")
+}
+
+/// `config` with each possible flow's `offset.storage.topic` set to this test's
+/// ([`test_positions_topic`]), unless the config sets one itself.
+pub fn with_test_positions(config: &str) -> String {
+    if config.contains("offset.storage.topic") {
+        return config.to_string();
+    }
+    let aliases: Vec<String> = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("clusters").and_then(|r| r.trim_start().strip_prefix('=')))
+        .map(|list| list.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect())
+        .unwrap_or_default();
+    let mut out = config.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for source in &aliases {
+        for target in aliases.iter().filter(|t| *t != source) {
+            out.push_str(&format!("{source}->{target}.offset.storage.topic = {}\n", test_positions_topic(source)));
+        }
+    }
+    out
+}
+
 /// A running `strait run` process; killed when dropped.
 pub struct Strait {
     pub child: Child,
@@ -301,7 +339,7 @@ impl Strait {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let id = unique("strait");
         let path = dir.join(format!("{id}.properties"));
-        std::fs::write(&path, config).expect("write config");
+        std::fs::write(&path, with_test_positions(config)).expect("write config");
         Self::start_with(path, dir.join(format!("{id}.log")))
     }
 
@@ -495,7 +533,7 @@ impl Strait {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let id = unique("strait");
         let path = dir.join(format!("{id}.properties"));
-        std::fs::write(&path, config).expect("write config");
+        std::fs::write(&path, with_test_positions(config)).expect("write config");
         let metrics_port = free_port();
         let log = dir.join(format!("{id}.log"));
         let log_file = std::fs::File::create(&log).expect("log file");
@@ -527,7 +565,7 @@ impl Strait {
     /// Replaces the config file the way an operator's deploy does: a new file renamed over it.
     pub fn rewrite_config(&self, text: &str) {
         let staged = self.config.with_extension("staged");
-        std::fs::write(&staged, text).expect("write the new config");
+        std::fs::write(&staged, with_test_positions(text)).expect("write the new config");
         std::fs::rename(&staged, &self.config).expect("rename the new config over the old one");
     }
 

@@ -77,11 +77,22 @@ impl Groups {
 
     /// How many members `group` has right now (0 for an empty or unknown group).
     pub fn members(&self, group: &str) -> Result<usize, ClusterError> {
+        Ok(self.client_ids(group)?.len())
+    }
+
+    /// The client id of each member of `group` right now (none for an empty or unknown group).
+    pub fn client_ids(&self, group: &str) -> Result<Vec<String>, ClusterError> {
         let list = self
             .lister
             .fetch_group_list(Some(group), REQUEST_TIMEOUT)
             .map_err(|e| self.fail(format!("describing group `{group}`"), e))?;
-        Ok(list.groups().iter().filter(|g| g.name() == group).map(|g| g.members().len()).sum())
+        Ok(list
+            .groups()
+            .iter()
+            .filter(|g| g.name() == group)
+            .flat_map(|g| g.members())
+            .map(|m| m.client_id().to_string())
+            .collect())
     }
 
     /// `group`'s committed offsets among `partitions`; partitions without a commit are left out.

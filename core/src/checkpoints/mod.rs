@@ -21,7 +21,7 @@ use crate::cluster::{ClusterError, ControlProducer, TopicSpec, REACH_TIMEOUT};
 use crate::config::{CheckpointConfig, TopicFilter};
 use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{encode_run_key, positions_topic, read_topic, Mappings, TopicTail};
+use crate::offsets::store::{encode_run_key, read_topic, Mappings, TopicTail};
 use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
 use crate::site::Site;
@@ -346,7 +346,7 @@ impl CheckpointTask {
         if partitions.is_empty() && forward.orphaned.is_empty() {
             return;
         }
-        let topic = positions_topic(&self.source_alias);
+        let topic = self.forward_tail.topic().to_string();
         let starts = match self.source_groups.log_starts(partitions) {
             Ok(starts) => starts,
             Err(e) => {

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::client::{is_common_client_key, ClientRole, ClientSettings, Setting};
 use super::properties::Property;
-use super::{ClusterAlias, ClusterConfig, Config, ConfigError, FlowConfig};
+use super::{default_positions_topic, ClusterAlias, ClusterConfig, Config, ConfigError, FlowConfig};
 
 /// MM2's `DefaultTopicFilter` default for `topics.exclude`.
 pub const DEFAULT_TOPICS_EXCLUDE: &str = r".*[\-\.]internal, .*\.replica, __.*";
@@ -30,6 +30,7 @@ const FLOW_KEYS: &[&str] = &[
     "refresh.topics.interval.seconds",
     "offset.flush.interval.ms",
     "offset.storage.replication.factor",
+    "offset.storage.topic",
     "strait.batch.max.records",
     "strait.batch.max.bytes",
     "strait.channel.capacity",
@@ -254,6 +255,7 @@ fn flows(
             }
         }
     }
+    shared_positions_topic(scopes, &flows)?;
     if flows.is_empty() {
         return Err(ConfigError::Missing(format!(
             "no flow is enabled: add a line such as `{}->{}.enabled = true`",
@@ -262,6 +264,31 @@ fn flows(
         )));
     }
     Ok(flows)
+}
+
+/// Refuses two flows that would store their positions in one topic of one target: positions
+/// are keyed by source topic and partition, so flows from two sources would overwrite each
+/// other's, and both would join one group (see `crate::group::group_id`).
+fn shared_positions_topic(scopes: &Scopes, flows: &[FlowConfig]) -> Result<(), ConfigError> {
+    for (i, a) in flows.iter().enumerate() {
+        if let Some(b) = flows[i + 1..].iter().find(|b| b.target == a.target && b.positions_topic == a.positions_topic)
+        {
+            let scope = FlowScope { scopes, source: b.source.as_str(), target: b.target.as_str() };
+            return Err(ConfigError::BadValue {
+                line: scope.get("offset.storage.topic").map_or(0, |p| p.line),
+                key: "offset.storage.topic".into(),
+                reason: format!(
+                    "the flows {} and {} would both store their positions in `{}` on `{}`; give each flow its own (`{}.offset.storage.topic = ...`)",
+                    a.name(),
+                    b.name(),
+                    a.positions_topic,
+                    a.target,
+                    b.name()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The process's own settings (`strait.*`).
@@ -398,6 +425,9 @@ impl FlowScope<'_> {
             refresh_interval: Duration::from_secs(positive("refresh.topics.interval.seconds", 5)?),
             offset_flush_interval: Duration::from_millis(positive("offset.flush.interval.ms", 1000)?),
             offset_storage_replication_factor: self.parse_or("offset.storage.replication.factor", -1)?,
+            positions_topic: self.positions_topic(),
+            back_positions_topic: FlowScope { scopes: self.scopes, source: self.target, target: self.source }
+                .positions_topic(),
             batch_max_records: positive("strait.batch.max.records", 2000)? as usize,
             batch_max_bytes: positive("strait.batch.max.bytes", 1 << 20)? as usize,
             channel_capacity: positive("strait.channel.capacity", 2)? as usize,
@@ -412,6 +442,15 @@ impl FlowScope<'_> {
             source_admin: self.client(self.source, ClientRole::Admin, warnings),
             target_admin: self.client(self.target, ClientRole::Admin, warnings),
         })
+    }
+
+    /// `offset.storage.topic`: where the flow's positions are stored on its target (default
+    /// `strait-offsets.<source>.internal`).
+    fn positions_topic(&self) -> String {
+        self.get("offset.storage.topic")
+            .map(|p| p.value.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| default_positions_topic(self.source))
     }
 
     /// `<key>` and `<key>.exclude` (or MM2's older `<key>.blacklist`) as MM2's default topic and

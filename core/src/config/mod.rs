@@ -106,6 +106,14 @@ pub struct FlowConfig {
     pub offset_flush_interval: Duration,
     /// `offset.storage.replication.factor` of strait's position topic (default -1).
     pub offset_storage_replication_factor: i32,
+    /// `offset.storage.topic` (Kafka Connect's key): the position topic on the target, where
+    /// the flow stores where each source partition resumes (default
+    /// `strait-offsets.<source>.internal`). It names the flow's group too: processes that
+    /// store positions in one topic are one replicator, whatever else their configs say.
+    pub positions_topic: String,
+    /// The position topic of the reverse flow (`target->source`), on the source: checkpoints
+    /// of an active-active pair read it to translate offsets back.
+    pub back_positions_topic: String,
     /// Records per batch between stages (`strait.batch.max.records`, default 2000).
     pub batch_max_records: usize,
     /// Bytes per batch between stages (`strait.batch.max.bytes`, default 1 MiB).
@@ -224,6 +232,11 @@ impl FlowConfig {
         }
         h.finish()
     }
+}
+
+/// The position topic of flows from `source_alias` unless `offset.storage.topic` names another.
+pub fn default_positions_topic(source_alias: &str) -> String {
+    format!("strait-offsets.{source_alias}.internal")
 }
 
 /// Why a config could not be used. Every variant names the line or key to fix.

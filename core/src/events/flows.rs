@@ -152,6 +152,45 @@ impl TasksChanged<'_> {
     }
 }
 
+/// What a flow's member found about the settings of the other members of its group.
+pub struct SettingsAgreement<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// `agreed` (every member runs this one's settings), `waiting` (members with older settings
+    /// are still in the group) or `yielding` (a member runs newer settings).
+    pub state: &'static str,
+    /// How many members run settings other than this one's.
+    pub disagreeing: usize,
+    /// Yielding: the client id of the member with the newest settings.
+    pub newest: Option<&'a str>,
+}
+
+impl SettingsAgreement<'_> {
+    /// Logs (a warning while members disagree) and sets `strait_group_members_disagreeing`
+    /// and `strait_group_yielded`.
+    pub fn emit(&self) {
+        match self.state {
+            "agreed" => info!(flow = self.flow, "every member of the flow's group runs this process's settings"),
+            "waiting" => warn!(
+                flow = self.flow,
+                members = self.disagreeing,
+                "members of the flow's group run other, older settings: this process copies nothing until they \
+                 leave (reload them with this config, or stop them)"
+            ),
+            _ => warn!(
+                flow = self.flow,
+                members = self.disagreeing,
+                newest = self.newest.unwrap_or("?"),
+                "a member of the flow's group runs newer settings: this process hands its tasks on and copies \
+                 nothing while it is there (reload it with the same config to share the work again)"
+            ),
+        }
+        let flow = self.flow.to_string();
+        gauge!("strait_group_members_disagreeing", "flow" => flow.clone()).set(self.disagreeing as f64);
+        gauge!("strait_group_yielded", "flow" => flow).set(if self.state == "yielding" { 1.0 } else { 0.0 });
+    }
+}
+
 /// A flow's group member went too long without an assignment and joins again with a new
 /// consumer.
 pub struct MembershipRejoining<'a> {

@@ -13,7 +13,7 @@ mod topics;
 pub use active_active::{ConflictsRefused, LoopsPrevented};
 pub use flows::{
     AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining,
-    ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsAborted, TransactionsCommitted,
+    SettingsAgreement, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsAborted, TransactionsCommitted,
 };
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};

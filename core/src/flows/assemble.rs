@@ -15,7 +15,7 @@ use crate::config::{ClientSettings, ClusterAlias, ClusterConfig, Config, FlowCon
 use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::group::{group_id, GroupSession, Tasks};
 use crate::heartbeats::HeartbeatEmitter;
-use crate::offsets::store::{end_reader, load_positions, positions_topic, tail_reader, Positions, TopicTail};
+use crate::offsets::store::{end_reader, load_positions, tail_reader, Positions, TopicTail};
 use crate::pipeline::{
     ApplyEdits, Deliveries, Doorbell, FetchStage, FlowControl, KeepAll, Lanes, MiddleStage, Neighbours, OffsetSyncSink,
     Periodic, PositionWriter, ProduceStage, RecordFilter, RecordTransform, Slots, StageError, StageTask, Unchanged,
@@ -66,10 +66,8 @@ impl Shared {
         Ok(CheckpointClients {
             source_groups: self.groups(source, &flow.consumer)?,
             target_groups: self.groups(target, &flow.target_admin)?,
-            forward_tail: self
-                .tail(target, &flow.target_admin, &positions_topic(source.alias.as_str()))?
-                .abandon_when(stop.clone()),
-            back_tail: self.tail(source, &flow.consumer, &positions_topic(target.alias.as_str()))?.abandon_when(stop),
+            forward_tail: self.tail(target, &flow.target_admin, &flow.positions_topic)?.abandon_when(stop.clone()),
+            back_tail: self.tail(source, &flow.consumer, &flow.back_positions_topic)?.abandon_when(stop),
         })
     }
 
@@ -143,7 +141,7 @@ pub fn build_flow(
     // tasks' previous owners and aborts what they left open, so the positions read next are
     // final for every owned partition.
     let deliveries = Deliveries::new(flow.offset_syncs.map(|c| c.max_lag));
-    let (lanes, position_writer) = Lanes::for_flow(&site, &group_id(config, flow), session, &deliveries)?;
+    let (lanes, position_writer) = Lanes::for_flow(&site, &group_id(flow), session, &deliveries)?;
     let positions = positions(&site)?;
     let slots = Slots::default();
     let (assign_tx, assign_rx) = crossbeam_channel::unbounded();
@@ -197,16 +195,15 @@ fn reach(
 
 /// Where the flow's partitions resume: the positions stored on the target.
 fn positions(site: &Site<'_>) -> Result<Positions, ClusterError> {
-    let source = site.source.alias.as_str();
     let positions = load_positions(
         site.target,
         &site.flow.target_admin,
         &site.target_admin,
-        source,
+        &site.flow.positions_topic,
         site.flow.offset_storage_replication_factor,
         REACH_TIMEOUT * 4,
     )?;
-    PositionsLoaded { flow: &site.name, topic: &positions_topic(source), partitions: positions.len() }.emit();
+    PositionsLoaded { flow: &site.name, topic: &site.flow.positions_topic, partitions: positions.len() }.emit();
     Ok(positions)
 }
 
@@ -232,7 +229,7 @@ fn record_stages(
     let mut transform: Box<dyn RecordTransform> = Box::new(Unchanged);
     if let Some(component) = &site.policy.records {
         let reserved = [
-            positions_topic(source),
+            flow.positions_topic.clone(),
             naming.offset_syncs_topic(source)?,
             naming.offset_syncs_topic(target)?,
             naming.checkpoints_topic(source)?,
@@ -326,7 +323,7 @@ fn stages(
         input: transformed_rx,
         before: transform_bell.clone(),
         slots,
-        positions_topic: positions_topic(site.source.alias.as_str()),
+        positions_topic: site.flow.positions_topic.clone(),
         flush_interval: if flow.exactly_once { flow.transaction_interval } else { flow.offset_flush_interval },
         control: control.clone(),
         offset_syncs: target.offset_syncs,

@@ -277,8 +277,16 @@ impl Supervisor {
         };
         let current = |f: &Flow| f.membership.as_ref().is_some_and(|m| m.id() == member);
         let Some(f) = self.flows.get_mut(&name).filter(|f| current(f)) else {
-            if let Some(done) = done {
-                let _ = done.send(());
+            let Some(done) = done else { return };
+            // A membership a reload replaced leaves its group when it sees the new settings in
+            // it: its tasks go on only once the flow it ran stored their positions.
+            match self.flows.get_mut(&name) {
+                Some(f) if f.control.is_some() && f.state.active() && f.retiring.iter().any(|m| m.id() == member) => {
+                    f.revoked.push(done)
+                }
+                _ => {
+                    let _ = done.send(());
+                }
             }
             return;
         };

@@ -9,12 +9,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
 use rdkafka::ClientContext;
 
+use super::agreement::{agreement, Agreement, Stamp};
 use super::GroupSession;
+use crate::clock::now_millis;
 use crate::cluster::{check_reachable, create_client, ClusterAdmin, ClusterError, TopicSpec, REACH_TIMEOUT};
 use crate::config::{Config, FlowConfig};
-use crate::events::{FlowRetrying, MembershipRejoining, TasksChanged};
+use crate::events::{FlowRetrying, MembershipRejoining, SettingsAgreement, TasksChanged};
 
 /// The longest the membership thread waits in its consumer's poll (which keeps it in the
 /// group). A rebalance ends the wait at once; leaving would wait it out, so a stopping process
@@ -27,6 +30,13 @@ const POLL_LEAVING: Duration = Duration::from_millis(50);
 const RETRY: Duration = Duration::from_secs(2);
 /// What the rebalance timeout leaves a member beyond storing its revoked tasks' positions.
 const REJOIN_SLACK: Duration = Duration::from_secs(15);
+/// How often a member in its group looks at the other members' settings beside every
+/// rebalance (a member joining always brings one; this catches what a rebalance missed).
+const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How often a member that yielded to newer settings looks whether they are still there.
+const CHECK_YIELDED: Duration = Duration::from_secs(2);
+/// The longest a look at the group's members may take.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a member may go without an assignment (after joining, or after a revocation or
 /// a lost assignment) before it gives up on its consumer and joins with a new one. librdkafka
@@ -160,6 +170,7 @@ impl Membership {
     /// bounds how long a revocation waits for the flow to store its positions.
     pub fn start(config: &Config, flow: &FlowConfig, events: Sender<GroupEvent>, revoke_wait: Duration) -> Self {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let stamp = Stamp { since: now_millis().max(0) as u64, settings: flow.fingerprint(config) };
         let stop = Arc::new(Leave::default());
         let session = GroupSession::new(tasks_topic(flow));
         let (config, flow, stop_flag, member_session) = (config.clone(), flow.clone(), stop.clone(), session.clone());
@@ -167,7 +178,7 @@ impl Membership {
             .name(format!("group {}", flow.name()))
             .spawn(move || {
                 while !stop_flag.now.load(Ordering::Relaxed) {
-                    let result = member(&config, &flow, id, &events, revoke_wait, &stop_flag, &member_session);
+                    let result = member(&config, &flow, id, stamp, &events, revoke_wait, &stop_flag, &member_session);
                     member_session.set(None, BTreeSet::new());
                     if let Err(error) = result {
                         // librdkafka checks settings as the client is made: the same ones are
@@ -218,11 +229,20 @@ impl Drop for Membership {
     }
 }
 
-/// The group id of a flow on its target cluster: processes whose configs give the flow the
-/// same settings share it; a process with other settings for the flow (another topic list, say)
-/// is a replicator of its own.
-pub fn group_id(config: &Config, flow: &FlowConfig) -> String {
-    format!("strait.{}->{}.{:016x}", flow.source, flow.target, flow.fingerprint(config))
+/// The group id of a flow on its target cluster, named by what the flow's positions are keyed
+/// by: its source, its target and its position topic. Every process storing positions there is
+/// a member, whatever else its config says; members whose settings differ settle which copies
+/// (see [`super::agreement`]). A separate replicator of the same two clusters needs a position
+/// topic of its own (`offset.storage.topic`).
+///
+/// ```
+/// let flow = &strait_core::config::Config::parse(
+///     "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\na->b.enabled = true\n",
+/// ).unwrap().flows[0];
+/// assert_eq!(strait_core::group::group_id(flow), "strait.a->b.strait-offsets.a.internal");
+/// ```
+pub fn group_id(flow: &FlowConfig) -> String {
+    format!("strait.{}->{}.{}", flow.source, flow.target, flow.positions_topic)
 }
 
 /// The topic whose partitions stand for the flow's tasks.
@@ -240,6 +260,11 @@ struct Context {
     session: Arc<GroupSession>,
     /// Since when the member has waited for an assignment; `None` while it holds one.
     unassigned_since: Mutex<Option<Instant>>,
+    /// Whether every member runs this one's settings, as last seen: only then does the flow
+    /// learn of the tasks the group gives it.
+    copies: AtomicBool,
+    /// A rebalance ended: the flow is told its tasks once the members' settings were looked at.
+    rebalanced: AtomicBool,
 }
 
 impl Context {
@@ -269,7 +294,11 @@ impl ConsumerContext for Context {
             return;
         }
         let gone: BTreeSet<u32> = revoked.elements().iter().map(|e| e.partition() as u32).collect();
-        let kept: BTreeSet<u32> = owned(consumer).into_iter().filter(|t| !gone.contains(t)).collect();
+        let kept: BTreeSet<u32> = if self.copies.load(Ordering::Relaxed) {
+            owned(consumer).into_iter().filter(|t| !gone.contains(t)).collect()
+        } else {
+            BTreeSet::new()
+        };
         let (done, stored) = crossbeam_channel::bounded(1);
         if self.events.send(GroupEvent::Revoking { flow: self.flow.clone(), member: self.member, kept, done }).is_ok() {
             // Handing the tasks on before the positions are stored would make the new owner
@@ -307,11 +336,8 @@ impl ConsumerContext for Context {
             Rebalance::Revoke(_) if consumer.assignment_lost() => self.session.set(None, BTreeSet::new()),
             Rebalance::Revoke(_) => self.session.retain(owned(consumer)),
         }
-        let tasks = owned(consumer);
-        TasksChanged { flow: &self.flow, owned: &tasks }.emit();
-        if !self.leaving.now.load(Ordering::Relaxed) {
-            let _ = self.events.send(GroupEvent::Owned { flow: self.flow.clone(), member: self.member, tasks });
-        }
+        TasksChanged { flow: &self.flow, owned: &owned(consumer) }.emit();
+        self.rebalanced.store(true, Ordering::Relaxed);
     }
 }
 
@@ -320,10 +346,12 @@ fn owned(consumer: &BaseConsumer<Context>) -> BTreeSet<u32> {
 }
 
 /// One membership: prepares the tasks topic, joins, and polls until stopped.
+#[allow(clippy::too_many_arguments)]
 fn member(
     config: &Config,
     flow: &FlowConfig,
     id: u64,
+    stamp: Stamp,
     events: &Sender<GroupEvent>,
     revoke_wait: Duration,
     stop: &Arc<Leave>,
@@ -350,9 +378,11 @@ fn member(
     drop(admin);
     let session_ms = flow.group_session_timeout.as_millis().to_string();
     let rebalance_ms = rebalance_timeout(revoke_wait, flow.group_session_timeout).as_millis().to_string();
-    let group = group_id(config, flow);
+    let group = group_id(flow);
+    let client_id = stamp.client_id(&flow.name());
     let mut forced: Vec<(&str, &str)> = vec![
         ("group.id", &group),
+        ("client.id", &client_id),
         ("partition.assignment.strategy", "cooperative-sticky"),
         ("session.timeout.ms", &session_ms),
         ("max.poll.interval.ms", &rebalance_ms),
@@ -371,16 +401,55 @@ fn member(
         leaving: stop.clone(),
         session: session.clone(),
         unassigned_since: Mutex::new(Some(Instant::now())),
+        copies: AtomicBool::new(false),
+        rebalanced: AtomicBool::new(false),
     };
     let stuck_after = stuck_after(revoke_wait, flow.group_session_timeout);
     let consumer: BaseConsumer<Context> =
         create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
-    consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))?;
+    let join = || {
+        consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))
+    };
+    join()?;
+    let mut settle =
+        Settle { stamp, flow: flow.name(), group: group.clone(), seen: None, checked: None, yielded: false };
     while !stop.now.load(Ordering::Relaxed) {
         // The topic holds no record: polling only serves the group protocol and the callbacks.
         let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
         if let Some(Err(e)) = consumer.poll(wait) {
             FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
+        }
+        if settle.yielded {
+            if settle.due(CHECK_YIELDED)
+                && settle.check(&consumer).is_some_and(|a| !matches!(a, Agreement::Yielding { .. }))
+            {
+                settle.yielded = false;
+                consumer.context().waiting_since(Some(Instant::now()));
+                join()?;
+            }
+            continue;
+        }
+        let rebalanced = consumer.context().rebalanced.swap(false, Ordering::Relaxed);
+        if rebalanced || settle.due(CHECK_EVERY) {
+            match settle.check(&consumer) {
+                Some(Agreement::Yielding { .. }) => {
+                    // Leaving revokes every task: the flow stores its positions first, as for
+                    // any revocation, and the newer member's flow takes them on from there.
+                    consumer.context().copies.store(false, Ordering::Relaxed);
+                    consumer.unsubscribe();
+                    settle.yielded = true;
+                    continue;
+                }
+                Some(found) => {
+                    consumer.context().copies.store(found.copies(), Ordering::Relaxed);
+                    let tasks = if found.copies() { owned(&consumer) } else { BTreeSet::new() };
+                    if !stop.now.load(Ordering::Relaxed) {
+                        let _ = events.send(GroupEvent::Owned { flow: flow.name(), member: id, tasks });
+                    }
+                }
+                // Looked at again after the next poll; until then the flow keeps what it runs.
+                None => consumer.context().rebalanced.store(true, Ordering::Relaxed),
+            }
         }
         let waited = consumer.context().waited();
         if waited > stuck_after {
@@ -388,10 +457,71 @@ fn member(
             break;
         }
     }
-    if instance.is_none() {
+    if instance.is_none() && !settle.yielded {
         consumer.unsubscribe();
     }
     Ok(())
+}
+
+/// A member's view of its group's settings: when it last looked and what it found.
+struct Settle {
+    stamp: Stamp,
+    flow: String,
+    group: String,
+    seen: Option<Agreement>,
+    checked: Option<Instant>,
+    /// The member left its group to newer settings and stays out while they are there.
+    yielded: bool,
+}
+
+impl Settle {
+    /// Whether `every` passed since the last look.
+    fn due(&self, every: Duration) -> bool {
+        self.checked.is_none_or(|t| t.elapsed() >= every)
+    }
+
+    /// Looks at the group's members; `None` when they could not be read (said as a retry).
+    fn check(&mut self, consumer: &BaseConsumer<Context>) -> Option<Agreement> {
+        self.checked = Some(Instant::now());
+        match members(consumer, &self.group) {
+            Ok(members) => {
+                let found = agreement(self.stamp, &members);
+                if self.seen != Some(found) {
+                    let (state, newest) = match found {
+                        Agreement::Agreed => ("agreed", None),
+                        Agreement::Waiting { .. } => ("waiting", None),
+                        Agreement::Yielding { newest, .. } => ("yielding", Some(newest.client_id(&self.flow))),
+                    };
+                    SettingsAgreement {
+                        flow: &self.flow,
+                        state,
+                        disagreeing: found.disagreeing(),
+                        newest: newest.as_deref(),
+                    }
+                    .emit();
+                    self.seen = Some(found);
+                }
+                Some(found)
+            }
+            Err(e) => {
+                FlowRetrying { flow: &self.flow, what: &format!("reading the settings of the group's members: {e}") }
+                    .emit();
+                None
+            }
+        }
+    }
+}
+
+/// The stamps of the members of `group` (`None` for a client that is not a strait member).
+fn members(consumer: &BaseConsumer<Context>, group: &str) -> KafkaResult<Vec<Option<Stamp>>> {
+    let list = consumer.fetch_group_list(Some(group), DESCRIBE_TIMEOUT)?;
+    Ok(list
+        .groups()
+        .iter()
+        .filter(|g| g.name() == group)
+        .flat_map(|g| g.members())
+        .map(|m| Stamp::parse(m.client_id()))
+        .collect())
 }
 
 #[cfg(test)]

@@ -25,8 +25,10 @@
 //! Work that must be done once per flow (heartbeats, checkpoints, group offset sync) is done by
 //! the owner of task 0.
 
+mod agreement;
 mod membership;
 mod session;
 
+pub use agreement::{agreement, by_settings, Agreement, Stamp};
 pub use membership::{group_id, GroupEvent, Membership, Tasks};
 pub use session::GroupSession;

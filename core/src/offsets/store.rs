@@ -1,5 +1,6 @@
-//! Where acknowledged positions live: a compacted topic on the target,
-//! `strait-offsets.<source>.internal`, one record per source partition.
+//! Where acknowledged positions live: a compacted topic on the target (the flow's
+//! `offset.storage.topic`, `strait-offsets.<source>.internal` by default), one record per
+//! source partition.
 //!
 //! Keeping them on the target (as MM2 keeps its Connect offsets) means a later exactly-once mode
 //! can write a position in the same producer transaction as the records it covers.
@@ -33,17 +34,12 @@ pub struct Stored {
 /// Source positions by (source topic, partition).
 pub type Positions = HashMap<(String, i32), Stored>;
 
-/// The name of the position topic of flows from `source_alias`.
-pub fn positions_topic(source_alias: &str) -> String {
-    format!("strait-offsets.{source_alias}.internal")
-}
-
 /// The spec strait creates the position topic with. Every flush writes a position record and
 /// every run break a run record, so without compaction a flow's start-up would read its whole
 /// history: segments roll within an hour (or at 16 MiB) so the cleaner can reach them, and
 /// tombstones of deleted runs go an hour after cleaning, not the broker's day.
-pub fn positions_topic_spec(source_alias: &str, replication_factor: i32) -> TopicSpec {
-    let mut spec = TopicSpec::compacted_single(positions_topic(source_alias), replication_factor);
+pub fn positions_topic_spec(topic: &str, replication_factor: i32) -> TopicSpec {
+    let mut spec = TopicSpec::compacted_single(topic.to_string(), replication_factor);
     spec.configs.extend(POSITIONS_TOPIC_CONFIGS.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     spec
 }
@@ -175,16 +171,16 @@ impl Mappings {
     }
 }
 
-/// Reads every stored position of flows from `source_alias`, creating the topic if needed.
+/// Reads every position stored in the position topic `topic`, creating it if needed.
 pub fn load_positions(
     target: &ClusterConfig,
     settings: &ClientSettings,
     admin: &ClusterAdmin,
-    source_alias: &str,
+    topic: &str,
     replication_factor: i32,
     timeout: Duration,
 ) -> Result<Positions, ClusterError> {
-    let spec = positions_topic_spec(source_alias, replication_factor);
+    let spec = positions_topic_spec(topic, replication_factor);
     admin.ensure_exists(&spec)?;
     let mut positions = Positions::new();
     read_topic(target, settings, &spec.name, timeout, |k, v| match decode(k, v) {

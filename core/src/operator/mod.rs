@@ -13,7 +13,7 @@ mod status;
 pub use failover::{apply_failover, plan_failover, FailoverPlan};
 pub use lag::PartitionLag;
 pub use preview::{preview_filters, FilterPreview};
-pub use status::{flow_status, FlowStatus};
+pub use status::{flow_status, FlowStatus, GroupStatus};
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use crate::cluster::{check_reachable, ClusterAdmin, ClusterError};
 use crate::config::{ClusterConfig, Config, FlowConfig};
 use crate::flows::FlowError;
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{positions_topic, read_topic};
+use crate::offsets::store::read_topic;
 use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
 
 /// How long an operator command may take to read an internal topic from its start (positions,
@@ -50,6 +50,8 @@ pub struct FlowView {
     pub source_reachable: bool,
     /// Groups on the target.
     pub target_groups: Groups,
+    /// The fingerprint of the flow's settings in this config ([`FlowConfig::fingerprint`]).
+    pub settings: u64,
 }
 
 impl FlowView {
@@ -82,21 +84,32 @@ impl FlowView {
         let source_reachable = check_reachable(&source_admin, &source, SOURCE_TIMEOUT).is_ok();
 
         let mut translation = Translation::default();
-        let forward = positions_topic(source.alias.as_str());
+        let forward = flow.positions_topic.clone();
         if target_groups.topic_exists(&forward)? {
             read_topic(&target, &flow.target_admin, &forward, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
                 translation.forward.apply(k, v)
             })?;
         }
         if source_reachable {
-            let back = positions_topic(target.alias.as_str());
+            let back = flow.back_positions_topic.clone();
             if Groups::connect(&source, &flow.consumer)?.topic_exists(&back)? {
                 read_topic(&source, &flow.consumer, &back, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
                     translation.back.apply(k, v)
                 })?;
             }
         }
-        Ok(Self { name: flow.name(), source, target, flow, naming, translation, source_reachable, target_groups })
+        let settings = flow.fingerprint(config);
+        Ok(Self {
+            name: flow.name(),
+            source,
+            target,
+            flow,
+            naming,
+            translation,
+            source_reachable,
+            target_groups,
+            settings,
+        })
     }
 
     /// Every partition a group could be translated for.

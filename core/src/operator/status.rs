@@ -4,6 +4,7 @@ use super::lag::partition_lags;
 use super::FlowView;
 use crate::clock::now_millis;
 use crate::flows::FlowError;
+use crate::group::{by_settings, group_id, Stamp};
 use crate::offsets::mm2::Heartbeat;
 use crate::offsets::store::read_topic;
 use crate::policy::ReplicationPolicy;
@@ -23,6 +24,56 @@ pub struct FlowStatus {
     pub lag_records: Option<i64>,
     /// Age of the oldest unreplicated record, over all partitions.
     pub lag_seconds: Option<f64>,
+    /// The members of the flow's group on the target, by the settings they run.
+    pub group: GroupStatus,
+}
+
+/// The members of a flow's group by the settings they run, beside this config's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// The fingerprint of the flow's settings in the config `strait status` read.
+    pub settings: u64,
+    /// (settings, the newest member's stamp, members), the newest settings first.
+    pub by_settings: Vec<(u64, Stamp, usize)>,
+    /// Members that are not strait's.
+    pub foreign: usize,
+}
+
+impl GroupStatus {
+    /// One word for scripts and people: `none` (no process runs the flow), `agreed` (every
+    /// member runs this config's settings), `other` (every member runs one set of settings,
+    /// not this config's), or `disagree` (members run different settings: only the newest copy).
+    pub fn verdict(&self) -> &'static str {
+        match (self.by_settings.as_slice(), self.foreign) {
+            ([], 0) => "none",
+            ([(settings, _, _)], 0) if *settings == self.settings => "agreed",
+            ([_], 0) => "other",
+            _ => "disagree",
+        }
+    }
+}
+
+impl std::fmt::Display for GroupStatus {
+    /// `agreed(2)`, or for a disagreement every set of settings with its member count, newest
+    /// first, marking this config's: `disagree: 1x00000000000000ab@1700000000000 (this config), 1x…`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let members: usize = self.by_settings.iter().map(|g| g.2).sum::<usize>() + self.foreign;
+        match self.verdict() {
+            verdict @ ("none" | "agreed") => write!(f, "{verdict}({members})"),
+            verdict => {
+                let sets: Vec<String> = self
+                    .by_settings
+                    .iter()
+                    .map(|(settings, stamp, n)| {
+                        let mine = if *settings == self.settings { " (this config)" } else { "" };
+                        format!("{n}x{settings:016x}@{}{mine}", stamp.since)
+                    })
+                    .chain((self.foreign > 0).then(|| format!("{}x not strait", self.foreign)))
+                    .collect();
+                write!(f, "{verdict}: {}", sets.join(", "))
+            }
+        }
+    }
 }
 
 /// Reads the status of `view`'s flow.
@@ -53,5 +104,16 @@ pub fn flow_status(view: &FlowView) -> Result<FlowStatus, FlowError> {
     } else {
         (None, None)
     };
-    Ok(FlowStatus { flow: view.name.clone(), heartbeat_age_ms, replicated_heartbeat_age_ms, lag_records, lag_seconds })
+    let members: Vec<Option<Stamp>> =
+        view.target_groups.client_ids(&group_id(&view.flow))?.iter().map(|id| Stamp::parse(id)).collect();
+    let (by_settings, foreign) = by_settings(&members);
+    let group = GroupStatus { settings: view.settings, by_settings, foreign };
+    Ok(FlowStatus {
+        flow: view.name.clone(),
+        heartbeat_age_ms,
+        replicated_heartbeat_age_ms,
+        lag_records,
+        lag_seconds,
+        group,
+    })
 }

@@ -79,8 +79,9 @@ impl Supervisor {
                     f.config = flow.clone();
                     f.fingerprint = fingerprint;
                     f.backoff = Backoff::default();
-                    // Other settings are another replicator: leave the old group, join the one
-                    // of the new settings, and start once it says which tasks are ours.
+                    // A member with the new settings joins the flow's group, where it copies
+                    // nothing until the old one left (once the flow stopped), and the flow
+                    // starts again once the group says which tasks are ours.
                     if let Some(old) =
                         f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout))
                     {

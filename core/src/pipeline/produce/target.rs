@@ -14,7 +14,6 @@ use super::positions::PositionWriter;
 use crate::cluster::{create_client, ClusterError};
 use crate::config::{ClusterConfig, FlowConfig};
 use crate::group::GroupSession;
-use crate::offsets::store::positions_topic;
 use crate::pipeline::StageError;
 use crate::site::Site;
 
@@ -111,7 +110,7 @@ fn position_writer(
     .next()
     .map(|(_, producer)| producer);
     let Some(writer) = writer else { return Ok(None) };
-    let topic = positions_topic(flow.source.as_str());
+    let topic = flow.positions_topic.clone();
     let writer =
         PositionWriter::start(&site.name, writer, topic, session.clone(), tasks.owned.clone()).map_err(|e| {
             StageError::Thread {
