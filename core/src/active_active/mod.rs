@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::events::{ConflictsRefused, LoopsPrevented};
 use crate::pipeline::{Batch, RecordFilter, Slot, Slots};
-use crate::policy::{PolicyError, PolicyInstance};
+use crate::policy::{ConflictVersion, PolicyError, PolicyInstance};
 
 /// Conflict resolution of one flow.
 pub struct Conflicts {
@@ -125,6 +125,7 @@ impl RecordFilter for ActiveActive {
                     }
                     (b, w) => b.as_ref().or(w),
                 };
+                let newest = newest.map(|v| ConflictVersion { timestamp: v.timestamp, origin: &v.origin });
                 if c.instance.resolve(key, record.timestamp, &origin, batch.bytes(record.headers), newest)? {
                     let version = Version { timestamp: record.timestamp, origin: Arc::from(origin.as_str()) };
                     match written.get(key) {

@@ -14,7 +14,8 @@ pub use routes::RouteGuard;
 
 pub(crate) use wasm::modified;
 pub use wasm::{
-    request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmFilters, WasmNaming,
+    request_reload, ConflictVersion, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook,
+    WasmFilters, WasmNaming,
 };
 
 use crate::config::FlowConfig;

@@ -10,7 +10,6 @@ use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent, TICK};
 use super::error::PolicyError;
 use super::host::HostState;
-use crate::active_active::Version;
 use crate::config::FlowConfig;
 
 /// The clock a policy sees unless the config grants time: always zero, so a policy's decisions
@@ -45,6 +44,16 @@ impl PolicyComponent {
     pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
         Ok(self.instantiate(flow)?.hooks())
     }
+}
+
+/// The newest version of a key that the target is known to hold, as the `conflicts` hook sees
+/// it: the policy's own view, so the key table behind it can change without the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConflictVersion<'a> {
+    /// When the version was written, in milliseconds.
+    pub timestamp: i64,
+    /// The cluster it was first written to.
+    pub origin: &'a str,
 }
 
 /// A live instance, used by one thread at a time.
@@ -150,7 +159,7 @@ impl PolicyInstance {
         timestamp: i64,
         origin: &str,
         headers: &[u8],
-        known: Option<&Version>,
+        known: Option<ConflictVersion<'_>>,
     ) -> Result<bool, PolicyError> {
         let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: headers.to_vec() };
         let known = known.map(|v| KeyState { timestamp: v.timestamp, origin: v.origin.to_string() });

@@ -13,7 +13,7 @@ mod reload;
 pub use engine::{PolicyComponent, PolicyEngine};
 pub use error::PolicyError;
 pub use filters::WasmFilters;
-pub use instance::PolicyInstance;
+pub use instance::{ConflictVersion, PolicyInstance};
 pub use naming::WasmNaming;
 pub use records::RecordHook;
 pub(crate) use reload::modified;
