@@ -4,7 +4,7 @@
 //! `strait run` embeds the `default` and `identity` components built from `plugins/`;
 //! `replication.policy.wasm = path` loads a user's component. There is no native copy of a
 //! policy on the data path: the pipeline sees only [`ReplicationPolicy`] and
-//! [`crate::pipeline::RecordFilter`], both backed by component instances.
+//! [`crate::record::RecordFilter`], both backed by component instances.
 
 pub mod builtin;
 mod routes;

@@ -8,8 +8,8 @@ use super::instance::PolicyInstance;
 use super::reload::ReloadWatch;
 use crate::config::FlowConfig;
 use crate::events::{PolicyDropped, PolicyReloadFailed, PolicyReloaded};
-use crate::offsets::SlotId;
-use crate::pipeline::{Batch, RecordEdit, RecordFilter, Slots, NULL};
+use crate::pipeline::Slots;
+use crate::record::{Batch, HookError, RecordEdit, RecordFilter, SlotId, NULL};
 
 /// Where a hook's component came from, to load it again when it changes.
 struct Reload {
@@ -25,7 +25,7 @@ const STRIDE: usize = 8;
 
 /// Runs a component's record hook on every batch of a flow, as its filter stage: the records
 /// the verdict drops leave the batch, and its edits ride along in the batch for the transform
-/// stage ([`crate::pipeline::ApplyEdits`]).
+/// stage (the pipeline's `ApplyEdits`).
 pub struct RecordHook {
     flow: String,
     instance: PolicyInstance,
@@ -162,7 +162,7 @@ impl RecordHook {
     }
 
     /// Calls the hook on the packed batch.
-    pub fn call(&mut self) -> Result<Verdict, PolicyError> {
+    pub fn call(&mut self) -> Result<Verdict, HookError> {
         self.instance.on_batch(&self.packed)
     }
 }
@@ -172,7 +172,7 @@ impl RecordFilter for RecordHook {
         self.reload_ready()
     }
 
-    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+    fn filter(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         if batch.records.is_empty() {
             return Ok(());
         }
@@ -184,7 +184,7 @@ impl RecordFilter for RecordHook {
             return Ok(()); // "no change": the batch goes on untouched
         }
         let plugin = self.instance.name().to_string();
-        let bad = |what: String| PolicyError::Hook { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
+        let bad = |what: String| HookError { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
         let len = batch.records.len();
         for e in verdict.edits {
             if e.position as usize >= len {
