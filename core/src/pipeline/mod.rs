@@ -7,6 +7,7 @@ mod fetch;
 mod lag;
 pub mod pool;
 mod produce;
+mod record_hook;
 mod slots;
 mod stage;
 mod transform;
@@ -18,6 +19,7 @@ pub use produce::{
     transactional_id, Deliveries, DeliveryContext, InFlight, Lanes, OffsetSyncSink, PositionWriter, ProduceStage,
     ProduceTask, Sent, TargetProducer, Ticket, POSITION_TICKET,
 };
+pub use record_hook::RecordHook;
 pub use slots::{Slot, Slots};
 pub use stage::{MiddleStage, Neighbours};
 pub use transform::ApplyEdits;
