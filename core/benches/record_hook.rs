@@ -11,8 +11,9 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use strait_core::config::Config;
 use strait_core::events::PartitionMetrics;
-use strait_core::pipeline::{Batch, RecordFilter, Slot, Slots};
-use strait_core::policy::{PolicyEngine, RecordHook};
+use strait_core::pipeline::{RecordHook, Slot, Slots};
+use strait_core::policy::PolicyEngine;
+use strait_core::record::{Batch, RecordFilter};
 
 const RECORDS: usize = 1_000;
 

@@ -31,6 +31,7 @@ pub mod offsets;
 pub mod operator;
 pub mod pipeline;
 pub mod policy;
+pub mod record;
 pub mod site;
 pub mod slot_vec;
 pub mod topics;

@@ -20,8 +20,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::events::{ConflictsRefused, LoopsPrevented};
-use crate::pipeline::{Batch, RecordFilter, Slot, Slots};
-use crate::policy::{PolicyError, PolicyInstance};
+use crate::pipeline::{Slot, Slots};
+use crate::policy::{ConflictVersion, PolicyInstance};
+use crate::record::{Batch, HookError, RecordFilter};
 
 /// Conflict resolution of one flow.
 pub struct Conflicts {
@@ -89,7 +90,7 @@ impl ActiveActive {
 }
 
 impl RecordFilter for ActiveActive {
-    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+    fn filter(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         let slots = self.slots.read();
         let keys = self.conflicts.as_ref().map(|c| c.keys.clone());
         let mut keep = vec![true; batch.records.len()];
@@ -125,6 +126,7 @@ impl RecordFilter for ActiveActive {
                     }
                     (b, w) => b.as_ref().or(w),
                 };
+                let newest = newest.map(|v| ConflictVersion { timestamp: v.timestamp, origin: &v.origin });
                 if c.instance.resolve(key, record.timestamp, &origin, batch.bytes(record.headers), newest)? {
                     let version = Version { timestamp: record.timestamp, origin: Arc::from(origin.as_str()) };
                     match written.get(key) {

@@ -2,7 +2,7 @@
 //! is read from, oldest first, comma-separated (aliases are listed in `clusters`, so they hold
 //! no comma). A record without it was written where it is read: that cluster is its origin.
 
-use crate::pipeline::{pack_header, pack_header_parts, Batch, Headers};
+use crate::record::{pack_header, pack_header_parts, Batch, Headers};
 
 /// The header's key.
 pub const HEADER: &str = "strait.provenance";

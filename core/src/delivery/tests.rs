@@ -17,7 +17,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
-use crate::offsets::{Ledger, PositionWrite, SlotId, SourceOffset, TargetOffset};
+use crate::offsets::{Ledger, PositionWrite, SourceOffset, TargetOffset};
+use crate::record::SlotId;
 
 /// Partitions of the fake flow; in the transactional mode each has a lane of its own.
 const PARTITIONS: usize = 2;

@@ -16,11 +16,12 @@ use crate::events::{AssignmentChanged, PositionsLoaded};
 use crate::group::{group_id, GroupSession, Tasks};
 use crate::heartbeats::HeartbeatEmitter;
 use crate::offsets::store::{end_reader, load_positions, tail_reader, Positions, TopicTail};
+use crate::pipeline::RecordHook;
 use crate::pipeline::{
     ApplyEdits, Deliveries, Doorbell, FetchStage, FlowControl, KeepAll, Lanes, MiddleStage, Neighbours, OffsetSyncSink,
     Periodic, PositionWriter, ProduceStage, RecordFilter, RecordTransform, Slots, StageError, StageTask, Unchanged,
 };
-use crate::policy::{FlowPolicy, PolicyEngine, RecordHook, ReplicationPolicy, RouteGuard};
+use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, RouteGuard};
 use crate::site::Site;
 use crate::topics::{Discovery, TopicSync};
 

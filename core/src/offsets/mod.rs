@@ -9,6 +9,6 @@ mod sync_rule;
 pub mod wire;
 
 pub use ledger::{Ledger, PositionWrite, Refusal, SourceOffset, TargetOffset};
-pub use progress::{Progress, SlotId};
+pub use progress::Progress;
 pub use runs::{PartitionMap, Run, RunTracker};
 pub use sync_rule::SyncRule;

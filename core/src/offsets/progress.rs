@@ -3,10 +3,8 @@
 
 use std::collections::VecDeque;
 
+use crate::record::SlotId;
 use crate::slot_vec::SlotVec;
-
-/// Index of a source topic-partition within a flow (see `pipeline::slots`).
-pub type SlotId = u32;
 
 #[derive(Debug, Default)]
 struct PartitionProgress {

@@ -13,7 +13,6 @@ use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::batch::Batch;
 use super::doorbell::Doorbell;
 use super::lag::{cached_watermarks, LagTracker};
 use super::pool::{StageTask, Step};
@@ -22,7 +21,7 @@ use super::{Slots, StageError};
 use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
-use crate::offsets::SlotId;
+use crate::record::{Batch, SlotId};
 use crate::site::Site;
 use crate::slot_vec::SlotVec;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use crate::offsets::SlotId;
+use crate::record::SlotId;
 use crate::slot_vec::SlotVec;
 
 /// How often the lag is reported.

@@ -4,7 +4,8 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::events::PartitionMetrics;
-use crate::offsets::{Run, SlotId};
+use crate::offsets::Run;
+use crate::record::SlotId;
 
 /// One replicated source partition and where it goes.
 #[derive(Clone)]

@@ -5,14 +5,11 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 
-use super::batch::Batch;
 use super::doorbell::Doorbell;
-use super::filter::RecordFilter;
 use super::pool::{StageTask, Step};
-use super::transform::RecordTransform;
 use super::StageError;
 use crate::events::QueueDepth;
-use crate::policy::PolicyError;
+use crate::record::{Batch, HookError, RecordFilter, RecordTransform};
 
 /// The work of a middle stage on one batch.
 pub trait Work: Send {
@@ -23,7 +20,7 @@ pub trait Work: Send {
     }
 
     /// Works on one batch; an error stops the flow before the batch.
-    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
+    fn work(&mut self, batch: &mut Batch) -> Result<(), HookError>;
 }
 
 impl Work for Box<dyn RecordFilter> {
@@ -31,13 +28,13 @@ impl Work for Box<dyn RecordFilter> {
         RecordFilter::ready(self.as_mut())
     }
 
-    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+    fn work(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         self.filter(batch)
     }
 }
 
 impl Work for Box<dyn RecordTransform> {
-    fn work(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+    fn work(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         self.transform(batch)
     }
 }

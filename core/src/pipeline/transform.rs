@@ -5,24 +5,8 @@
 
 use std::sync::Arc;
 
-use super::batch::{check_headers, Batch};
 use crate::policy::{PolicyError, RouteGuard};
-
-/// A record transform, applied to a whole batch at once.
-pub trait RecordTransform: Send {
-    /// Rewrites records in place; an error stops the flow before the batch.
-    fn transform(&mut self, batch: &mut Batch) -> Result<(), PolicyError>;
-}
-
-/// Leaves records as they are (a flow without a record hook: no batch carries edits).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Unchanged;
-
-impl RecordTransform for Unchanged {
-    fn transform(&mut self, _batch: &mut Batch) -> Result<(), PolicyError> {
-        Ok(())
-    }
-}
+use crate::record::{check_headers, Batch, HookError, RecordTransform};
 
 /// Applies the edits a record hook put in the batch: new keys, values, headers, timestamps,
 /// and routes to other target topics, which must not be internal ones.
@@ -37,13 +21,23 @@ impl ApplyEdits {
         Self { plugin: plugin.to_string(), routes }
     }
 
-    fn refused(&self, cause: String) -> PolicyError {
-        PolicyError::Hook { plugin: self.plugin.clone(), hook: "records.on-batch", cause }
+    fn refused(&self, cause: String) -> HookError {
+        HookError { plugin: self.plugin.clone(), hook: "records.on-batch", cause }
+    }
+
+    /// Whether a route goes to an internal topic, as the naming policy answers it.
+    fn is_internal(&mut self, topic: &str) -> Result<bool, HookError> {
+        self.routes.is_internal(topic).map_err(|e| match e {
+            PolicyError::Hook(failed) => failed,
+            // A loaded naming component fails only in a hook; were it otherwise, the flow still
+            // stops before the batch.
+            other => self.refused(other.to_string()),
+        })
     }
 }
 
 impl RecordTransform for ApplyEdits {
-    fn transform(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
+    fn transform(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         for e in std::mem::take(&mut batch.edits) {
             let i = e.position as usize;
             if i >= batch.records.len() {
@@ -53,7 +47,7 @@ impl RecordTransform for ApplyEdits {
                 check_headers(headers).map_err(|what| self.refused(format!("edit of record {i} has {what}")))?;
             }
             let route = match e.topic {
-                Some(topic) if self.routes.is_internal(&topic)? => {
+                Some(topic) if self.is_internal(&topic)? => {
                     return Err(self.refused(format!(
                         "edit routes record {i} to `{topic}`, an internal topic (Kafka's, or a replicator's positions, offset syncs, \
                          checkpoints or heartbeats); route to an ordinary topic"
@@ -89,8 +83,8 @@ impl RecordTransform for ApplyEdits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::RecordEdit;
     use crate::policy::tests_support::default_naming;
+    use crate::record::RecordEdit;
 
     fn apply() -> ApplyEdits {
         let guard = RouteGuard::new(default_naming(), ["strait-offsets.us-east.internal".to_string()]).expect("guard");

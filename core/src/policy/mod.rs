@@ -3,8 +3,9 @@
 //!
 //! `strait run` embeds the `default` and `identity` components built from `plugins/`;
 //! `replication.policy.wasm = path` loads a user's component. There is no native copy of a
-//! policy on the data path: the pipeline sees only [`ReplicationPolicy`] and
-//! [`crate::pipeline::RecordFilter`], both backed by component instances.
+//! policy on the data path: the pipeline sees only [`ReplicationPolicy`] and what a hook
+//! answers ([`RecordVerdict`], a conflict's yes or no), both from component instances. The
+//! policy works on the record level and knows nothing of the stages that ask it.
 
 pub mod builtin;
 mod routes;
@@ -14,7 +15,8 @@ pub use routes::RouteGuard;
 
 pub(crate) use wasm::modified;
 pub use wasm::{
-    request_reload, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance, RecordHook, WasmFilters, WasmNaming,
+    request_reload, BatchHook, ConflictVersion, PolicyComponent, PolicyEngine, PolicyError, PolicyInstance,
+    RecordVerdict, WasmFilters, WasmNaming,
 };
 
 use crate::config::FlowConfig;

@@ -20,9 +20,10 @@ use crate::config::{FlowConfig, TopicConfigSync, TopicFilter};
 use crate::events::{FlowRetrying, PartitionMetrics, PartitionsAdded, TasksIdle, TopicCreated, TopicDeleted};
 use crate::group::Tasks;
 use crate::offsets::store::Positions;
-use crate::offsets::{Run, SlotId};
+use crate::offsets::Run;
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy, WasmFilters};
+use crate::record::SlotId;
 use crate::site::Site;
 
 /// Why a discovery round failed.

@@ -7,7 +7,8 @@
 //! stage owns the producer, the lock and the encoding, and asks the ledger what to write.
 
 use super::mm2::OffsetSync;
-use super::{Progress, Run, RunTracker, SlotId, SyncRule};
+use super::{Progress, Run, RunTracker, SyncRule};
+use crate::record::SlotId;
 use crate::slot_vec::SlotVec;
 
 /// An offset in a source partition. A distinct type from [`TargetOffset`] because the two are

@@ -2,7 +2,7 @@
 //! carries only a [`Ticket`], a plain integer that librdkafka stores as the record's opaque
 //! pointer, so handing a record over allocates nothing; the table keeps the rest.
 
-use crate::offsets::SlotId;
+use crate::record::SlotId;
 
 /// A delivery report's opaque: a record's place in [`InFlight`], or [`POSITION_TICKET`].
 pub type Ticket = usize;

@@ -16,8 +16,9 @@ use crate::delivery::{Abort, Book, Counts, Io, Lane, Outcome, PositionRecord, Re
 use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, TransactionsAborted, TransactionsCommitted};
 use crate::offsets::mm2::OffsetSync;
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
-use crate::offsets::{PositionWrite, SlotId, SourceOffset};
+use crate::offsets::{PositionWrite, SourceOffset};
 use crate::pipeline::Slots;
+use crate::record::SlotId;
 
 /// Lends `f` the strategy's view of `stage`.
 pub(super) fn with<T>(stage: &mut ProduceStage, known_slots: &mut usize, f: impl FnOnce(&mut Io<'_>) -> T) -> T {

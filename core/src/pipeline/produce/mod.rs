@@ -19,7 +19,6 @@ use rdkafka::message::{Header as KafkaHeader, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
-use super::batch::{Batch, Record};
 use super::doorbell::Doorbell;
 use super::lag::LAG_EVERY;
 use super::pool::{FlowControl, StageTask, Step};
@@ -28,8 +27,9 @@ use crate::cluster::{ControlProducer, TopicSpec};
 use crate::config::SyncLocation;
 use crate::delivery::{Commit, Gate, Mode, Progress};
 use crate::events::{FlowRetrying, RecordRejected};
-use crate::offsets::{SlotId, SourceOffset};
+use crate::offsets::SourceOffset;
 use crate::policy::ReplicationPolicy;
+use crate::record::{Batch, Record, SlotId};
 use crate::site::Site;
 
 pub use delivery::{Deliveries, DeliveryContext};

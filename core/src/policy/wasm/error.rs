@@ -1,5 +1,7 @@
 //! What can go wrong with a policy component, each naming the plugin, the hook and the cause.
 
+use crate::record::HookError;
+
 /// A policy component could not be loaded, refused its configuration, or failed in a hook.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -36,21 +38,14 @@ pub enum PolicyError {
         message: String,
     },
     /// A hook trapped, ran out of time or memory, or returned an error.
-    #[error("policy {plugin}: hook `{hook}` failed: {cause}")]
-    Hook {
-        /// The plugin.
-        plugin: String,
-        /// The WIT function.
-        hook: &'static str,
-        /// Why.
-        cause: String,
-    },
+    #[error(transparent)]
+    Hook(#[from] HookError),
 }
 
 impl PolicyError {
     /// Whether a `filters.*` hook failed: the name it was asked about waits for a later round,
     /// and the flow goes on.
     pub fn is_filter(&self) -> bool {
-        matches!(self, PolicyError::Hook { hook, .. } if hook.starts_with("filters."))
+        matches!(self, PolicyError::Hook(failed) if failed.hook.starts_with("filters."))
     }
 }

@@ -10,8 +10,8 @@ use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent, TICK};
 use super::error::PolicyError;
 use super::host::HostState;
-use crate::active_active::Version;
 use crate::config::FlowConfig;
+use crate::record::HookError;
 
 /// The clock a policy sees unless the config grants time: always zero, so a policy's decisions
 /// depend on its input alone.
@@ -45,6 +45,16 @@ impl PolicyComponent {
     pub fn probe_hooks(&self, flow: &FlowConfig) -> Result<Hooks, PolicyError> {
         Ok(self.instantiate(flow)?.hooks())
     }
+}
+
+/// The newest version of a key that the target is known to hold, as the `conflicts` hook sees
+/// it: the policy's own view, so the key table behind it can change without the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConflictVersion<'a> {
+    /// When the version was written, in milliseconds.
+    pub timestamp: i64,
+    /// The cluster it was first written to.
+    pub origin: &'a str,
 }
 
 /// A live instance, used by one thread at a time.
@@ -113,6 +123,15 @@ impl PolicyInstance {
         hook: &'static str,
         f: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<T>,
     ) -> Result<T, PolicyError> {
+        Ok(self.call_hook(hook, f)?)
+    }
+
+    /// [`Self::call`] for the hooks on the data path, whose failures are the record level's.
+    fn call_hook<T>(
+        &mut self,
+        hook: &'static str,
+        f: impl FnOnce(&Policy, &mut Store<HostState>) -> wasmtime::Result<T>,
+    ) -> Result<T, HookError> {
         self.store.set_epoch_deadline(self.call_ticks);
         f(&self.bindings, &mut self.store).map_err(|e| {
             let cause = match e.downcast_ref::<Trap>() {
@@ -127,18 +146,14 @@ impl PolicyInstance {
                 }
                 _ => format!("trapped: {}", format!("{e:#}").lines().next().unwrap_or_default()),
             };
-            PolicyError::Hook { plugin: self.name.clone(), hook, cause }
+            HookError { plugin: self.name.clone(), hook, cause }
         })
     }
 
     /// `records.on-batch`.
-    pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, PolicyError> {
-        let verdict = self.call("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
-        verdict.map_err(|message| PolicyError::Hook {
-            plugin: self.name.clone(),
-            hook: "records.on-batch",
-            cause: message,
-        })
+    pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, HookError> {
+        let verdict = self.call_hook("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
+        verdict.map_err(|message| HookError { plugin: self.name.clone(), hook: "records.on-batch", cause: message })
     }
 
     /// `conflicts.resolve`: whether a record of `key` stamped `timestamp`, first written on
@@ -150,10 +165,12 @@ impl PolicyInstance {
         timestamp: i64,
         origin: &str,
         headers: &[u8],
-        known: Option<&Version>,
-    ) -> Result<bool, PolicyError> {
+        known: Option<ConflictVersion<'_>>,
+    ) -> Result<bool, HookError> {
         let arriving = Incoming { key: key.to_vec(), timestamp, origin: origin.to_string(), headers: headers.to_vec() };
         let known = known.map(|v| KeyState { timestamp: v.timestamp, origin: v.origin.to_string() });
-        self.call("conflicts.resolve", |b, s| b.strait_policy_conflicts().call_resolve(s, &arriving, known.as_ref()))
+        self.call_hook("conflicts.resolve", |b, s| {
+            b.strait_policy_conflicts().call_resolve(s, &arriving, known.as_ref())
+        })
     }
 }

@@ -13,9 +13,9 @@ mod reload;
 pub use engine::{PolicyComponent, PolicyEngine};
 pub use error::PolicyError;
 pub use filters::WasmFilters;
-pub use instance::PolicyInstance;
+pub use instance::{ConflictVersion, PolicyInstance};
 pub use naming::WasmNaming;
-pub use records::RecordHook;
+pub use records::{BatchHook, RecordVerdict};
 pub(crate) use reload::modified;
 pub use reload::request_reload;
 

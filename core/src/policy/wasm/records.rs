@@ -1,5 +1,6 @@
 //! The record hook: a batch crosses into the component as one packed buffer (see
-//! `types.batch` in the WIT), and only the records the verdict names are touched on the way back.
+//! `types.batch` in the WIT), and comes back as a verdict on the records it names. Applying the
+//! verdict to the batch is the filter stage's part.
 
 use super::bindings::strait::policy::types::{Batch as WitBatch, Verdict};
 use super::engine::PolicyEngine;
@@ -7,9 +8,35 @@ use super::error::PolicyError;
 use super::instance::PolicyInstance;
 use super::reload::ReloadWatch;
 use crate::config::FlowConfig;
-use crate::events::{PolicyDropped, PolicyReloadFailed, PolicyReloaded};
-use crate::offsets::SlotId;
-use crate::pipeline::{Batch, RecordEdit, RecordFilter, Slots, NULL};
+use crate::events::{PolicyReloadFailed, PolicyReloaded};
+use crate::record::{Batch, HookError, RecordEdit, SlotId, NULL};
+
+/// What a record hook answered for one batch, by the positions of the records it was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordVerdict {
+    /// Records that do not go to the target.
+    pub drop: Vec<u32>,
+    /// Rewrites of records that do.
+    pub edits: Vec<RecordEdit>,
+}
+
+impl From<Verdict> for RecordVerdict {
+    fn from(v: Verdict) -> Self {
+        let edits = v
+            .edits
+            .into_iter()
+            .map(|e| RecordEdit {
+                position: e.position,
+                key: e.key,
+                value: e.value,
+                headers: e.headers,
+                timestamp: e.timestamp,
+                topic: e.topic,
+            })
+            .collect();
+        Self { drop: v.drop, edits }
+    }
+}
 
 /// Where a hook's component came from, to load it again when it changes.
 struct Reload {
@@ -23,24 +50,19 @@ struct Reload {
 /// `u32` entries per record in the packed index.
 const STRIDE: usize = 8;
 
-/// Runs a component's record hook on every batch of a flow, as its filter stage: the records
-/// the verdict drops leave the batch, and its edits ride along in the batch for the transform
-/// stage ([`crate::pipeline::ApplyEdits`]).
-pub struct RecordHook {
-    flow: String,
+/// A component's `records.on-batch` hook, asked once per batch, with buffers reused from one
+/// batch to the next.
+pub struct BatchHook {
     instance: PolicyInstance,
-    slots: Slots,
     packed: WitBatch,
     reload: Option<Reload>,
 }
 
-impl RecordHook {
-    /// Wraps an instance whose component implements `records`, for the flow named `flow`.
-    pub fn new(instance: PolicyInstance, slots: Slots, flow: &str) -> Self {
+impl BatchHook {
+    /// Wraps an instance whose component implements `records`.
+    pub fn new(instance: PolicyInstance) -> Self {
         Self {
-            flow: flow.to_string(),
             instance,
-            slots,
             packed: WitBatch { topics: Vec::new(), index: Vec::new(), timestamps: Vec::new(), data: Vec::new() },
             reload: None,
         }
@@ -59,7 +81,7 @@ impl RecordHook {
     /// thread after the file changed or a reload was requested, so the next batch meets the
     /// new policy without the stage thread waiting for the compiler. A file that does not load
     /// keeps the running instance (the operator may be half-way through a copy).
-    fn reload_ready(&mut self) -> bool {
+    pub fn ready(&mut self) -> bool {
         let Some(r) = self.reload.as_mut() else { return true };
         let flow_name = r.flow.name();
         let plugin = r.watch.path.display().to_string();
@@ -121,22 +143,27 @@ impl RecordHook {
         }
     }
 
-    /// Packs `batch` into the reusable buffers: the index of every record's parts, and the
-    /// batch's own buffer, lent to the hook until [`Self::unpack`] gives it back.
-    pub fn pack(&mut self, batch: &mut Batch) {
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        self.instance.name()
+    }
+
+    /// Packs `batch` into the reusable buffers: the index of every record's parts, with the
+    /// topic `source_topic` names for each record's slot, and the batch's own buffer, lent to
+    /// the hook until [`Self::unpack`] gives it back.
+    pub fn pack(&mut self, batch: &mut Batch, source_topic: impl Fn(SlotId) -> String) {
         let p = &mut self.packed;
         p.topics.clear();
         p.index.clear();
         p.timestamps.clear();
         p.index.reserve(batch.records.len() * STRIDE);
         p.timestamps.reserve(batch.records.len());
-        let slots = self.slots.read();
         let mut topic_of: Vec<(SlotId, u32)> = Vec::new();
         for r in &batch.records {
             let topic = match topic_of.iter().find(|(s, _)| *s == r.slot) {
                 Some(&(_, t)) => t,
                 None => {
-                    let name = slots.get(r.slot as usize).map(|s| s.source_topic.to_string()).unwrap_or_default();
+                    let name = source_topic(r.slot);
                     let t = match p.topics.iter().position(|n| *n == name) {
                         Some(t) => t as u32,
                         None => {
@@ -162,51 +189,7 @@ impl RecordHook {
     }
 
     /// Calls the hook on the packed batch.
-    pub fn call(&mut self) -> Result<Verdict, PolicyError> {
-        self.instance.on_batch(&self.packed)
-    }
-}
-
-impl RecordFilter for RecordHook {
-    fn ready(&mut self) -> bool {
-        self.reload_ready()
-    }
-
-    fn filter(&mut self, batch: &mut Batch) -> Result<(), PolicyError> {
-        if batch.records.is_empty() {
-            return Ok(());
-        }
-        self.pack(batch);
-        let verdict = self.call();
-        self.unpack(batch);
-        let verdict = verdict?;
-        if verdict.drop.is_empty() && verdict.edits.is_empty() {
-            return Ok(()); // "no change": the batch goes on untouched
-        }
-        let plugin = self.instance.name().to_string();
-        let bad = |what: String| PolicyError::Hook { plugin: plugin.clone(), hook: "records.on-batch", cause: what };
-        let len = batch.records.len();
-        for e in verdict.edits {
-            if e.position as usize >= len {
-                return Err(bad(format!("edit names record {} of {len}", e.position)));
-            }
-            batch.edits.push(RecordEdit {
-                position: e.position,
-                key: e.key,
-                value: e.value,
-                headers: e.headers,
-                timestamp: e.timestamp,
-                topic: e.topic,
-            });
-        }
-        if !verdict.drop.is_empty() {
-            let mut keep = vec![true; len];
-            for &i in &verdict.drop {
-                *keep.get_mut(i as usize).ok_or_else(|| bad(format!("drop names record {i} of {len}")))? = false;
-            }
-            batch.retain(&keep);
-            PolicyDropped { flow: &self.flow, plugin: &plugin, records: len - batch.records.len() }.emit();
-        }
-        Ok(())
+    pub fn call(&mut self) -> Result<RecordVerdict, HookError> {
+        self.instance.on_batch(&self.packed).map(RecordVerdict::from)
     }
 }

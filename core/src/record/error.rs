@@ -1,0 +1,15 @@
+//! How work on records fails: every step that can refuse a batch is a policy hook, or applies
+//! what one answered, so the failure names the plugin and the hook.
+
+/// A hook trapped, ran out of time or memory, returned an error, or answered something that
+/// cannot be applied to the batch. The flow stops before the batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy {plugin}: hook `{hook}` failed: {cause}")]
+pub struct HookError {
+    /// The plugin.
+    pub plugin: String,
+    /// The WIT function.
+    pub hook: &'static str,
+    /// Why.
+    pub cause: String,
+}
