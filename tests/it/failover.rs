@@ -2,16 +2,14 @@
 //! and a consumer that resumes on the other cluster and reads until its lag is 0, checked record
 //! by record for skips and re-reads.
 
-mod support;
-
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use crate::support::groups::*;
+use crate::support::*;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use strait_core::offsets::mm2::Checkpoint;
-use support::groups::*;
-use support::*;
 
 /// The seed articles' scenario on `layout` (records per partition): `read` records consumed on
 /// us-east by a group, then the group fails over to us-west and reads to lag 0.

@@ -2,11 +2,9 @@
 //! positions they reach in one transaction on the target, so a `read_committed` consumer there
 //! sees every source record once, in order, whatever happens to the processes.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 const FLOW: &str = "us-east->us-west";
 const PARTITIONS: i32 = 6;

@@ -2,13 +2,11 @@
 //! single-broker clusters, and active-active with `topics = .*` on two, where every topic of a
 //! cluster is replicated and only the cycle check keeps copies from coming back.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::groups::{consume_as_group, read_checkpoints};
+use crate::support::*;
 use strait_core::offsets::mm2::Checkpoint;
-use support::groups::{consume_as_group, read_checkpoints};
-use support::*;
 
 /// Starts fresh single-broker clusters, one per `(name, port)`, and returns their bootstraps.
 fn fresh_clusters(clusters: &[(&str, u16)]) -> Vec<String> {

@@ -1,12 +1,10 @@
 //! Config reload on SIGHUP: added flows start, removed flows stop with their positions stored,
 //! untouched flows keep running without a pause, and an invalid config is refused.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use rdkafka::consumer::Consumer;
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const EAST_TO_WEST: &str = "us-east->us-west";

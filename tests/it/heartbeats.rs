@@ -1,11 +1,9 @@
 //! Heartbeats in MM2's layout on the target, replicated onward as `<alias>.heartbeats`.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use strait_core::offsets::mm2::Heartbeat;
-use support::*;
 
 #[test]
 fn heartbeats_reach_the_target_every_second_and_travel_onward_as_alias_heartbeats() {

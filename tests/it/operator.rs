@@ -1,12 +1,10 @@
 //! `strait failover` and `strait status` against real clusters: the RPO a failover would cost,
 //! `--apply` on an idle group only, and per-flow heartbeat age and lag.
 
-mod support;
-
 use std::time::Duration;
 
-use support::groups::*;
-use support::*;
+use crate::support::groups::*;
+use crate::support::*;
 
 #[test]
 fn failover_shows_the_rpo_and_applies_positions_only_to_an_idle_group() {

@@ -2,17 +2,15 @@
 //! CreateAcls, DescribeAcls), against a real cluster with KRaft's StandardAuthorizer and the
 //! shared `us-west`, which has none.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use rdkafka::admin::{AdminClient, AdminOptions, ConfigSource, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use strait_core::cluster::{
     create_topic_acls, describe_topic_acls, incremental_alter_topic_configs, AclOperation, ConfigOp, TopicAcl,
 };
-use support::*;
 
 /// The request timeout of every call under test.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,12 +1,10 @@
 //! What a platform team wires up first: liveness and readiness probes on the metrics listener,
 //! and JSON logs.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 

@@ -1,11 +1,9 @@
 //! Several strait processes on one config are one replicator: a flow's tasks are shared through
 //! a consumer group on the target, and a process that dies hands its share to the others.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 const FLOW: &str = "us-east->us-west";
 const PARTITIONS: i32 = 6;

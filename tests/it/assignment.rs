@@ -2,11 +2,9 @@
 //! one starts from its beginning; `auto.offset.reset = latest` starts a partition without a
 //! stored position at its end (and stores that at once), `earliest` (the default) at its start.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const FLOW: &str = "us-east->us-west";

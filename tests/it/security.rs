@@ -2,13 +2,11 @@
 //! listeners (`kafka.sh start --security`), configured the way MM2 users write it (a Java JAAS
 //! line, Java trust and key stores).
 
-mod support;
-
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use support::groups::{committed_offsets, consume_as_group, wait_for_group_sync_in};
-use support::*;
+use crate::support::groups::{committed_offsets, consume_as_group, wait_for_group_sync_in};
+use crate::support::*;
 
 const RECORDS: usize = 10_000;
 const PARTITIONS: i32 = 3;

@@ -1,10 +1,8 @@
 //! A stopped target back-pressures the fetcher: memory stays bounded and every record arrives.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 /// strait's resident memory must stay under this while the target is frozen. The design
 /// budget, at strait's defaults: a 16 MiB producer queue + 8 MiB of consumer prefetch (one queue

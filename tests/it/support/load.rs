@@ -64,15 +64,6 @@ pub fn settled_count(bootstrap: &str, topic: &str, at_least: i64, timeout: Durat
     }
 }
 
-/// The values of `parts`, partition after partition, as strings.
-pub fn values_of(parts: &[Vec<TestRecord>]) -> Vec<String> {
-    parts
-        .iter()
-        .flatten()
-        .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).to_string())
-        .collect()
-}
-
 /// A producer thread writing `per_sec` records a second at a steady pace, values from
 /// [`seq_value`] with sequence numbers from 0, round-robin over `partitions`.
 pub struct SteadyProducer {

@@ -2,12 +2,10 @@
 //! names (provenance, last-write-wins, key ownership). Each runs the matching `examples/`
 //! config, with the topic renamed so tests can share the stand.
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 const PROVENANCE: &str = "strait.provenance";
 

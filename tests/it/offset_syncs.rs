@@ -1,13 +1,11 @@
 //! Offset syncs in MM2's layout and by MM2's rules, where `offset-syncs.topic.location` says.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use strait_core::offsets::mm2::OffsetSync;
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 

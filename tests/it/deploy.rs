@@ -2,14 +2,12 @@
 //! dashboard and the Prometheus alerts name is served by a running strait, and the systemd unit
 //! and Kubernetes manifest use the binary's own flags, probe paths and metrics port.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::*;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 const FLOW: (&str, &str) = ("flow", "us-east->us-west");

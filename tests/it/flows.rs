@@ -2,11 +2,9 @@
 //! replicating; the process exits only when every flow is parked, or on the first failure with
 //! `--fail-fast`; a frozen target slows only the flow into it.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 const EAST_TO_WEST: &str = "us-east->us-west";

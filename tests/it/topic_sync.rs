@@ -1,17 +1,15 @@
 //! What follows the source besides records: topic configs at creation and after, compacted
 //! topics with tombstones, and topic ACLs.
 
-mod support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use crate::support::*;
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use strait_core::cluster::ClusterAdmin;
 use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -1,11 +1,9 @@
 //! `strait.shutdown.timeout.ms` bounds SIGTERM whatever the clusters do, and what was not
 //! acknowledged is replicated again after a restart.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 const TIMEOUT_MS: u64 = 10_000;
 const MARGIN: Duration = Duration::from_secs(5);

@@ -1,12 +1,10 @@
 //! At-least-once across `kill -9`: nothing is lost, order holds, duplicates are counted.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 
 const RECORDS: usize = 100_000;
 const PARTITIONS: i32 = 3;

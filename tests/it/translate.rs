@@ -1,12 +1,10 @@
 //! `strait offsets translate`: where a group resumes on the other cluster, never past its place.
 
-mod support;
-
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::*;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use support::*;
 
 #[test]
 fn a_group_at_120_of_200_translates_to_offsets_that_skip_nothing() {

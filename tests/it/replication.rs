@@ -1,10 +1,8 @@
 //! Records, partitions, order, keys, values, headers and timestamps arrive as they left.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -1,11 +1,9 @@
 //! Bad input gets one clear error, never a hang or a loss.
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 fn strait(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_strait")).args(args).output().expect("run strait")

@@ -1,10 +1,8 @@
 //! Policy components on the data path: a user's record hook, and containment of bad plugins.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -230,7 +228,7 @@ fn a_record_hook_that_routes_to_an_internal_topic_is_refused_and_nothing_is_writ
 
 #[test]
 fn a_filter_component_keeps_topics_and_groups_by_naming_convention_and_drops_one_config_key() {
-    use support::groups::{committed_offsets, read_checkpoints, wait_for_group_sync};
+    use crate::support::groups::{committed_offsets, read_checkpoints, wait_for_group_sync};
     let s = stand();
     let (shared, private, late) = (
         format!("shared.{}", unique("orders")),

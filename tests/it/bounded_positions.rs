@@ -2,19 +2,17 @@
 //! the offset mapping into a new run, and the runs no translation needs any more are deleted,
 //! so what a start-up reads stays small however long the flow runs.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::groups::read_checkpoints;
+use crate::support::*;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer};
 use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
 use strait_core::offsets::store::{end_reader, tail_reader, Mappings, TopicTail};
-use support::groups::read_checkpoints;
-use support::*;
 
 /// What a start-up reading the position topic meets.
 struct PositionTopic {
@@ -28,7 +26,7 @@ struct PositionTopic {
 
 fn read_positions(west: &str, positions: &str) -> PositionTopic {
     let (mut read, mut mappings) = (0, Mappings::default());
-    let written = support::load::read_partition_to_end(west, positions, |m| {
+    let written = crate::support::load::read_partition_to_end(west, positions, |m| {
         read += 1;
         if let Some(k) = m.key() {
             mappings.apply(k, m.payload());
