@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use super::{Abort, Counts, Io, Mode, Outcome, PositionRecord, Write};
 
-/// How long one call waits on a commit or an abort; librdkafka carries it on meanwhile. Never
-/// less, however little the pool's thread may wait: librdkafka gives up the first phase of a
-/// commit or an abort that did not finish within the call, and a call with no wait at all
-/// would start over every time.
+/// How long one call waits on an abort (librdkafka carries it on meanwhile) or on
+/// acknowledgements. Never less, however little the pool's thread may wait: librdkafka gives
+/// up the first phase of an abort that did not finish within the call, and a call with no wait
+/// at all would start over every time. A lane may wait longer on a commit, which it must not
+/// resume (see `Lanes::commit` in the produce stage).
 const COMMIT_WAIT: Duration = Duration::from_millis(10);
 /// How long a stopping transactional flow tries to abort: long enough for a reachable
 /// coordinator; a frozen one leaves the transaction to `transaction.timeout.ms`.

@@ -22,9 +22,9 @@ use crate::delivery::Abort;
 pub type TargetProducer = BaseProducer<DeliveryContext>;
 
 /// The `transactional.id` of task `task` of the flow whose group is `group` (see
-/// [`crate::group::group_id`]), split into `tasks` tasks. The group names the flow and its
-/// settings, so processes running other configs of the flow (separate replicators) never fence
-/// each other; the task count is part of it because a task's partitions depend on it.
+/// [`crate::group::group_id`]), split into `tasks` tasks. The group names the flow by its
+/// position topic, as its positions are keyed, so every process that stores positions there
+/// fences every other; the task count is part of it because a task's partitions depend on it.
 ///
 /// ```
 /// let id = strait_core::pipeline::transactional_id("strait.us-east->us-west.00ff", 12, 3);
@@ -40,8 +40,9 @@ struct Lane {
     task: u32,
     /// Exactly-once: whether this lane's part of the current commit, or abort, is done.
     ended: bool,
-    /// Exactly-once: a commit call timed out and librdkafka carries it on.
-    committing: bool,
+    /// Exactly-once: a commit did not end within [`COMMIT_CALL_WAIT`]; whether it committed is
+    /// unknown until the task's next owner initialises its id.
+    in_doubt: bool,
 }
 
 /// One producer, or one per owned task.
@@ -57,7 +58,7 @@ impl Lanes {
     /// At-least-once: every record goes through `producer`.
     pub fn single(producer: TargetProducer) -> Self {
         Self {
-            lanes: vec![Lane { producer, task: 0, ended: false, committing: false }],
+            lanes: vec![Lane { producer, task: 0, ended: false, in_doubt: false }],
             tasks: None,
             abort_failure: None,
         }
@@ -68,7 +69,7 @@ impl Lanes {
     pub fn transactional(producers: Vec<(u32, TargetProducer)>, tasks: u32) -> Self {
         let lanes = producers
             .into_iter()
-            .map(|(task, producer)| Lane { producer, task, ended: false, committing: false })
+            .map(|(task, producer)| Lane { producer, task, ended: false, in_doubt: false })
             .collect();
         Self { lanes, tasks: Some(tasks.max(1)), abort_failure: None }
     }
@@ -112,57 +113,61 @@ impl Lanes {
         for lane in &mut self.lanes {
             lane.producer.begin_transaction()?;
             lane.ended = false;
-            lane.committing = false;
+            lane.in_doubt = false;
         }
         Ok(())
     }
 
-    /// Exactly-once: commits every lane's open transaction, waiting at most `wait` per lane:
-    /// `Ok(true)` once all are committed, `Ok(false)` while one is still under way (call again;
-    /// librdkafka resumes it). Call only when nothing is in flight, so no call waits on a flush.
-    pub fn commit(&mut self, wait: Duration) -> Result<bool, KafkaError> {
-        for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
-            match lane.producer.commit_transaction(wait) {
-                Ok(()) => {
-                    lane.ended = true;
-                    lane.committing = false;
-                }
-                Err(e) if resumable(&e) => {
-                    lane.committing = true;
-                    return Ok(false);
-                }
+    /// Exactly-once: commits every lane's open transaction, all lanes at once, each call waiting
+    /// until the coordinator answered (at most [`COMMIT_CALL_WAIT`], whatever `_wait` asks):
+    /// `Ok(true)` once all are committed. A commit is never resumed in short steps: librdkafka
+    /// 2.12 forgets which call it is serving when a resumed `commit_transaction` times out
+    /// before reaching its main thread, and then takes the commit's answer for an abort's and
+    /// aborts the process (`rd_kafka_txn_set_state` "Invalid transaction state transition",
+    /// seen under load). Call only when nothing is in flight, so a commit waits for the
+    /// coordinator's answer alone, one round trip. A commit that fails or times out leaves its
+    /// lane in doubt: it is never aborted (an abort while its answer may still come is the
+    /// same fault), the flow stops, and the task's next owner settles the transaction.
+    pub fn commit(&mut self, _wait: Duration) -> Result<bool, KafkaError> {
+        let results: Vec<(usize, Result<(), KafkaError>)> = std::thread::scope(|scope| {
+            let running: Vec<_> = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.ended)
+                .map(|(i, l)| (i, scope.spawn(move || l.producer.commit_transaction(COMMIT_CALL_WAIT))))
+                .collect();
+            running.into_iter().map(|(i, h)| (i, h.join().unwrap_or(Err(KafkaError::Canceled)))).collect()
+        });
+        let mut failed = None;
+        for (i, result) in results {
+            let lane = &mut self.lanes[i];
+            match result {
+                Ok(()) => lane.ended = true,
                 Err(e) => {
-                    lane.committing = false;
-                    return Err(e);
+                    lane.in_doubt = true;
+                    failed.get_or_insert(e);
                 }
             }
         }
-        Ok(true)
+        failed.map_or(Ok(true), Err)
     }
 }
 
 impl Lanes {
     /// Exactly-once: aborts every lane's open transaction, waiting at most `wait` per lane, so
     /// that `read_committed` readers of the target need not wait out `transaction.timeout.ms`.
-    /// Call again while it answers [`Abort::Pending`]: librdkafka resumes a timed-out abort.
+    /// Call again while it answers [`Abort::Pending`]: librdkafka resumes a timed-out abort. A
+    /// lane whose commit is in doubt is left alone and said as the abort's failure.
     pub fn abort(&mut self, wait: Duration) -> Abort {
         let mut pending = false;
         for lane in self.lanes.iter_mut().filter(|l| !l.ended) {
-            // A commit that timed out is still under way inside librdkafka, which refuses an
-            // abort until it ends: it is resumed instead, and a commit that fails is aborted.
-            if lane.committing {
-                match lane.producer.commit_transaction(wait) {
-                    Ok(()) => {
-                        lane.ended = true;
-                        lane.committing = false;
-                        continue;
-                    }
-                    Err(e) if resumable(&e) => {
-                        pending = true;
-                        continue;
-                    }
-                    Err(_) => lane.committing = false,
-                }
+            if lane.in_doubt {
+                lane.ended = true;
+                self.abort_failure.get_or_insert_with(|| {
+                    "a commit's outcome is unknown; the task's next owner settles its transaction".into()
+                });
+                continue;
             }
             // librdkafka's abort purges what is in flight and then waits until those delivery
             // reports are served; rdkafka's abort does not serve them, so it is done here (a
@@ -187,6 +192,9 @@ impl Lanes {
         }
     }
 }
+
+/// The longest a commit call waits for the coordinator (see [`Lanes::commit`]).
+const COMMIT_CALL_WAIT: Duration = Duration::from_secs(10);
 
 /// How long delivery reports are served before each step of an abort.
 const ABORT_SERVE: Duration = Duration::from_millis(2);
