@@ -160,6 +160,9 @@ struct Leave {
     /// The process is stopping: poll briefly, so that leaving, once asked, is not held up by a
     /// poll's long wait.
     soon: AtomicBool,
+    /// A reload replaced the membership: what it finds about the group's settings is no longer
+    /// the flow's, and must not overwrite what its successor said.
+    retired: AtomicBool,
 }
 
 /// Numbers memberships, so events of one a reload replaced are told apart.
@@ -210,6 +213,12 @@ impl Membership {
     /// the coordinator answered, see [`Membership::gone`].
     pub fn leave(&self) {
         self.stop.now.store(true, Ordering::Relaxed);
+    }
+
+    /// A reload replaced this membership: it stays until the flow stored its positions, but
+    /// says nothing more about the group's settings (its successor does).
+    pub fn retire(&self) {
+        self.stop.retired.store(true, Ordering::Relaxed);
     }
 
     /// The process is stopping and will ask the membership to leave once its flow stopped.
@@ -411,8 +420,15 @@ fn member(
         consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))
     };
     join()?;
-    let mut settle =
-        Settle { stamp, flow: flow.name(), group: group.clone(), seen: None, checked: None, yielded: false };
+    let mut settle = Settle {
+        stamp,
+        flow: flow.name(),
+        group: group.clone(),
+        seen: None,
+        checked: None,
+        yielded: false,
+        leave: stop.clone(),
+    };
     while !stop.now.load(Ordering::Relaxed) {
         // The topic holds no record: polling only serves the group protocol and the callbacks.
         let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
@@ -472,6 +488,7 @@ struct Settle {
     checked: Option<Instant>,
     /// The member left its group to newer settings and stays out while they are there.
     yielded: bool,
+    leave: Arc<Leave>,
 }
 
 impl Settle {
@@ -486,7 +503,7 @@ impl Settle {
         match members(consumer, &self.group) {
             Ok(members) => {
                 let found = agreement(self.stamp, &members);
-                if self.seen != Some(found) {
+                if self.seen != Some(found) && !self.leave.retired.load(Ordering::Relaxed) {
                     let (state, newest) = match found {
                         Agreement::Agreed => ("agreed", None),
                         Agreement::Waiting { .. } => ("waiting", None),

@@ -85,6 +85,7 @@ impl Supervisor {
                     if let Some(old) =
                         f.membership.replace(Membership::start(&new, flow, self.group.0.clone(), new.shutdown_timeout))
                     {
+                        old.retire();
                         if f.state.active() {
                             // Left once the flow stopped, or its last positions would be refused.
                             f.retiring.push(old);
