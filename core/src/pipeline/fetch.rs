@@ -21,7 +21,7 @@ use super::{Slots, StageError};
 use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
-use crate::record::{Batch, SlotId};
+use crate::record::{Batch, SlotId, SourceOffset};
 use crate::site::Site;
 use crate::slot_vec::SlotVec;
 
@@ -392,7 +392,7 @@ impl FetchStage {
             if let Some(Some(pm)) = metrics.get(s.slot as usize) {
                 pm.fetched(s.oldest_age);
             }
-            lag.read(s.slot, s.first, s.first_ts, s.last);
+            lag.read(s.slot, s.first.get(), s.first_ts, s.last.get());
         }
         batch
     }
@@ -402,16 +402,16 @@ impl FetchStage {
 struct BatchSlot {
     slot: SlotId,
     oldest_age: i64,
-    first: i64,
+    first: SourceOffset,
     first_ts: i64,
-    last: i64,
+    last: SourceOffset,
 }
 
 fn push_record(batch: &mut Batch, slot: SlotId, m: &BorrowedMessage<'_>) {
     let timestamp = m.timestamp().to_millis().unwrap_or_else(now_millis);
     let headers = m.headers();
     let headers = headers.iter().flat_map(|hs| hs.iter()).map(|h| (h.key.as_bytes(), h.value));
-    batch.push(slot, m.offset(), timestamp, m.key(), m.payload(), headers);
+    batch.push(slot, SourceOffset(m.offset()), timestamp, m.key(), m.payload(), headers);
 }
 
 #[cfg(test)]

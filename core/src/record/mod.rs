@@ -6,10 +6,12 @@
 mod batch;
 mod error;
 mod headers;
+mod offset;
 mod stage;
 
 pub use batch::{Batch, Record, RecordEdit, SlotId, Span};
 pub use error::HookError;
 pub(crate) use headers::NULL;
 pub use headers::{check_headers, pack_header, pack_header_parts, Headers};
+pub use offset::{SourceOffset, TargetOffset};
 pub use stage::{KeepAll, RecordFilter, RecordTransform, Unchanged};

@@ -8,17 +8,8 @@
 
 use super::mm2::OffsetSync;
 use super::{Progress, Run, RunTracker, SyncRule};
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset, TargetOffset};
 use crate::slot_vec::SlotVec;
-
-/// An offset in a source partition. A distinct type from [`TargetOffset`] because the two are
-/// both `i64` and swapping them would corrupt the mapping silently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SourceOffset(pub i64);
-
-/// An offset in the remote (target) partition a source record landed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TargetOffset(pub i64);
 
 /// What must be written to the position topic, in this order (closed runs before the position
 /// that follows them).
