@@ -88,7 +88,7 @@ enum Entry {
 /// l.acked(0, SourceOffset(11), None); // routed to another topic by the policy
 /// assert_eq!(l.take_writes(), vec![]); // 10 is not acknowledged yet
 /// l.acked(0, SourceOffset(10), Some(TargetOffset(100)));
-/// let open = Some(Run { upstream: 10, downstream: 100, len: 1 });
+/// let open = Some(Run { upstream: SourceOffset(10), downstream: TargetOffset(100), len: 1 });
 /// assert_eq!(l.take_writes(), vec![PositionWrite::Position { slot: 0, next: SourceOffset(12), open }]);
 /// ```
 #[derive(Debug, Default)]
@@ -162,7 +162,7 @@ impl Ledger {
         }
         // Covering everything before `next` as dropped makes `next` the position, marked as
         // moved, by Progress's own rule.
-        if let Some(before) = next.0.checked_sub(1) {
+        if let Some(before) = next.previous() {
             p.progress.skipped_through(ALONE, before);
         }
     }
@@ -171,7 +171,7 @@ impl Ledger {
     /// is acknowledged.
     pub fn sent(&mut self, slot: SlotId, offset: SourceOffset) {
         if let Some(p) = self.live(slot) {
-            p.progress.sent(ALONE, offset.0);
+            p.progress.sent(ALONE, offset);
         }
     }
 
@@ -180,7 +180,7 @@ impl Ledger {
     /// records before it were sent, as the produce stage does with a batch's `fetched_through`.
     pub fn skipped_through(&mut self, slot: SlotId, offset: SourceOffset) {
         if let Some(p) = self.live(slot) {
-            p.progress.skipped_through(ALONE, offset.0);
+            p.progress.skipped_through(ALONE, offset);
         }
     }
 
@@ -190,12 +190,12 @@ impl Ledger {
     /// acknowledgement for a retired slot is ignored: its topic is gone.
     pub fn acked(&mut self, slot: SlotId, offset: SourceOffset, landed: Option<TargetOffset>) {
         let Some(p) = self.live(slot) else { return };
-        p.progress.acked(ALONE, offset.0);
+        p.progress.acked(ALONE, offset);
         let Some(landed) = landed else { return };
-        let due = p.sync.as_mut().is_some_and(|rule| rule.update(offset.0, landed.0));
-        let closed = p.runs.acked(offset.0, landed.0);
+        let due = p.sync.as_mut().is_some_and(|rule| rule.update(offset, landed));
+        let closed = p.runs.acked(offset, landed);
         if due {
-            self.syncs.push((slot, OffsetSync { upstream: offset.0, downstream: landed.0 }));
+            self.syncs.push((slot, OffsetSync { upstream: offset.get(), downstream: landed.get() }));
         }
         if let Some(run) = closed {
             self.closed.push((slot, run));
@@ -220,7 +220,7 @@ impl Ledger {
     /// The next offset to fetch for `slot` after a restart, if any of its records completed
     /// (or its start was resolved) in this lifetime.
     pub fn position(&self, slot: SlotId) -> Option<SourceOffset> {
-        self.get(slot).and_then(|p| p.progress.position(ALONE)).map(SourceOffset)
+        self.get(slot).and_then(|p| p.progress.position(ALONE))
     }
 
     /// What the positions still wait on, over all live slots: records not yet acknowledged
@@ -244,11 +244,7 @@ impl Ledger {
         for (i, entry) in self.slots.iter_mut().enumerate() {
             let Entry::Live(p) = entry else { continue };
             for (_, next) in p.progress.take_changed() {
-                writes.push(PositionWrite::Position {
-                    slot: i as SlotId,
-                    next: SourceOffset(next),
-                    open: p.runs.open(),
-                });
+                writes.push(PositionWrite::Position { slot: i as SlotId, next, open: p.runs.open() });
             }
         }
         writes.extend(self.forget.drain(..).map(|slot| PositionWrite::Forget { slot }));

@@ -147,7 +147,7 @@ impl Book for BookIo<'_> {
                     PositionRecord {
                         partition: s.partition,
                         key: encode_key(&s.source_topic, s.partition),
-                        value: Some(encode_value(Stored { next: next.0, open })),
+                        value: Some(encode_value(Stored { next, open })),
                         counts,
                     }
                 }),
