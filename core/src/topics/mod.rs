@@ -325,7 +325,7 @@ impl Discovery {
                         if self.from_latest { (Offset::Offset(end), end) } else { (Offset::Beginning, low) };
                     (
                         offset,
-                        Some(first),
+                        Some(SourceOffset(first)),
                         Some(Run { upstream: SourceOffset(first), downstream: TargetOffset(landing), len: 0 }),
                     )
                 }

@@ -291,7 +291,7 @@ impl ProduceStage {
         let state = self.deliveries.state();
         for (id, slot) in slots.iter().enumerate() {
             if let Some(next) = state.ledger.position(id as SlotId) {
-                slot.metrics.set_delivered(next.0);
+                slot.metrics.set_delivered(next.get());
             }
         }
     }
@@ -454,7 +454,7 @@ impl ProduceStage {
             // last commit, so nothing is lost or written twice.
             return StageError::Transaction {
                 flow: self.flow.clone(),
-                what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason),
+                what: format!("{topic}-{partition} offset {} was not written: {}", r.offset, r.reason),
             };
         }
         let hint = match code {
