@@ -243,7 +243,7 @@ impl FetchTask {
             Ok(()) => {
                 for p in &new {
                     let start = match p.start {
-                        Offset::Offset(o) => Some(o),
+                        Offset::Offset(o) => Some(SourceOffset(o)),
                         _ => None,
                     };
                     self.lag.started(p.slot, start);
@@ -304,8 +304,12 @@ impl FetchTask {
         for (topic, parts) in &self.by_topic {
             for (partition, slot) in parts.iter().enumerate() {
                 let Some(slot) = *slot else { continue };
-                let delivered =
-                    self.metrics.get(slot as usize).and_then(Option::as_ref).and_then(PartitionMetrics::delivered);
+                let delivered = self
+                    .metrics
+                    .get(slot as usize)
+                    .and_then(Option::as_ref)
+                    .and_then(PartitionMetrics::delivered)
+                    .map(SourceOffset);
                 let watermarks = cached_watermarks(&self.stage.consumer, topic, partition as i32);
                 let lag = self.lag.partition(slot, delivered, watermarks, now_ms);
                 records += lag.records;
@@ -392,7 +396,7 @@ impl FetchStage {
             if let Some(Some(pm)) = metrics.get(s.slot as usize) {
                 pm.fetched(s.oldest_age);
             }
-            lag.read(s.slot, s.first.get(), s.first_ts, s.last.get());
+            lag.read(s.slot, s.first, s.first_ts, s.last);
         }
         batch
     }
