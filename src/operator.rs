@@ -5,7 +5,7 @@ use strait_core::checkpoints::SyncOutcome;
 use strait_core::config::Config;
 use strait_core::operator::{apply_failover, flow_status, plan_failover, translate_group, FlowView};
 
-fn show(v: Option<i64>) -> String {
+fn show(v: Option<impl std::fmt::Display>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 

@@ -13,7 +13,7 @@ use strait_core::config::Config;
 use strait_core::events::PartitionMetrics;
 use strait_core::pipeline::{RecordHook, Slot, Slots};
 use strait_core::policy::PolicyEngine;
-use strait_core::record::{Batch, RecordFilter};
+use strait_core::record::{Batch, RecordFilter, SourceOffset};
 
 const RECORDS: usize = 1_000;
 
@@ -23,7 +23,7 @@ fn batch(value_size: usize) -> Batch {
     for i in 0..RECORDS {
         let key = format!("key-{i:08}");
         let headers = [(&b"trace-id"[..], Some(&b"0123456789abcdef"[..]))];
-        b.push(0, i as i64, 1_700_000_000_000 + i as i64, Some(key.as_bytes()), Some(&value), headers);
+        b.push(0, SourceOffset(i as i64), 1_700_000_000_000 + i as i64, Some(key.as_bytes()), Some(&value), headers);
     }
     b
 }

@@ -13,6 +13,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, Producer};
 use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
 use strait_core::offsets::store::{end_reader, tail_reader, Mappings, TopicTail};
+use strait_core::offsets::{SourceOffset, TargetOffset};
 
 /// What a start-up reading the position topic meets.
 struct PositionTopic {
@@ -159,7 +160,7 @@ fn a_source_committing_a_transaction_every_100ms_keeps_the_position_topic_bounde
     );
     let map = seen.mappings.get(&topic, 0).expect("the partition's mapping");
     assert!(map.runs().count() <= 60, "{} live runs", map.runs().count());
-    assert_eq!(map.translate(end), Some(sent), "translation at the end is still exact");
+    assert_eq!(map.translate(SourceOffset(end)), Some(TargetOffset(sent)), "translation at the end is still exact");
 }
 
 /// The checkpoint rounds of every flow read position topics through one client per cluster, in

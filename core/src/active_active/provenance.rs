@@ -56,7 +56,7 @@ mod tests {
     #[test]
     fn a_path_grows_by_one_alias_per_hop_and_names_its_origin_first() {
         let mut batch = Batch::default();
-        batch.push(0, 0, 0, None, None, [(&b"trace"[..], None)]);
+        batch.push(0, crate::record::SourceOffset(0), 0, None, None, [(&b"trace"[..], None)]);
         let mut scratch = Vec::new();
         assert_eq!(origin(of(batch.headers(&batch.records[0])), "us-east"), "us-east");
         extend(&mut batch, 0, "us-east", &mut scratch);

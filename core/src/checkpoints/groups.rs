@@ -10,6 +10,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::cluster::{create_client, list_group_offsets, list_offsets_of_groups, ClusterError, GroupOffset};
 use crate::config::{ClientSettings, ClusterConfig};
+use crate::record::SourceOffset;
 
 /// How long one group request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -141,7 +142,10 @@ impl Groups {
 
     /// The log start offset (the oldest offset still readable) of each of `partitions`;
     /// partitions the cluster gave no answer for are left out.
-    pub fn log_starts(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), i64>, ClusterError> {
+    pub fn log_starts(
+        &self,
+        partitions: &[(String, i32)],
+    ) -> Result<HashMap<(String, i32), SourceOffset>, ClusterError> {
         if partitions.is_empty() {
             return Ok(HashMap::new());
         }
@@ -160,7 +164,10 @@ impl Groups {
             .iter()
             .filter(|e| e.error().is_ok())
             .filter_map(|e| {
-                e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_string(), e.partition()), o))
+                e.offset()
+                    .to_raw()
+                    .filter(|o| *o >= 0)
+                    .map(|o| ((e.topic().to_string(), e.partition()), SourceOffset(o)))
             })
             .collect())
     }

@@ -24,6 +24,7 @@ use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{encode_run_key, read_topic, Mappings, TopicTail};
 use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
+use crate::record::{SourceOffset, TargetOffset};
 use crate::site::Site;
 
 /// How long one step of a checkpoint round may wait on a cluster: catching up with a mapping
@@ -91,19 +92,29 @@ impl Translation {
 
     /// The checkpoint of `group` for one committed offset, if the mapping covers it.
     pub fn checkpoint(&self, group: &str, watched: &Watched, committed: &Committed) -> Option<Checkpoint> {
-        let downstream = if watched.back {
-            self.back.get(&watched.target_topic, watched.partition)?.translate_back(committed.offset)?
-        } else {
-            self.forward.get(&watched.source_topic, watched.partition)?.translate(committed.offset)?
-        };
+        let upstream = SourceOffset(committed.offset);
+        let downstream = self.resume_at(watched, upstream)?;
         Some(Checkpoint {
             group: group.to_string(),
             topic: watched.target_topic.clone(),
             partition: watched.partition,
-            upstream: committed.offset,
-            downstream,
+            upstream: upstream.get(),
+            downstream: downstream.get(),
             metadata: committed.metadata.clone(),
         })
+    }
+
+    /// Where a group whose next offset on this flow's source is `upstream` resumes on the
+    /// target, if the mapping covers it.
+    pub fn resume_at(&self, watched: &Watched, upstream: SourceOffset) -> Option<TargetOffset> {
+        if watched.back {
+            // The reverse flow copies this flow's target to its source: its offsets are this
+            // flow's with the sides swapped.
+            let map = self.back.get(&watched.target_topic, watched.partition)?;
+            map.translate_back(TargetOffset(upstream.get())).map(|theirs| TargetOffset(theirs.get()))
+        } else {
+            self.forward.get(&watched.source_topic, watched.partition)?.translate(upstream)
+        }
     }
 }
 
@@ -292,7 +303,7 @@ impl CheckpointTask {
         // Pruning the mapping needs the oldest offset of every group: a group not read this
         // round could be the one still needing a run.
         let mut every_group_read = true;
-        let mut oldest: HashMap<(String, i32), i64> = HashMap::new();
+        let mut oldest: HashMap<(String, i32), SourceOffset> = HashMap::new();
         let groups = self.groups(&mut every_group_read)?;
         let (mut written, mut moved_groups) = (0, 0);
         for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
@@ -310,8 +321,8 @@ impl CheckpointTask {
                 }
             };
             for c in committed.iter().filter(|c| c.offset >= 0) {
-                let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(c.offset);
-                *at = (*at).min(c.offset);
+                let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(SourceOffset(c.offset));
+                *at = (*at).min(SourceOffset(c.offset));
             }
             let wrote = self.write_checkpoints(group.as_str(), &committed, &by_partition, translation);
             written += wrote;
@@ -341,7 +352,7 @@ impl CheckpointTask {
         &mut self,
         forward: &mut Mappings,
         partitions: &[(String, i32)],
-        oldest: Option<&HashMap<(String, i32), i64>>,
+        oldest: Option<&HashMap<(String, i32), SourceOffset>>,
     ) {
         if partitions.is_empty() && forward.orphaned.is_empty() {
             return;
@@ -354,7 +365,7 @@ impl CheckpointTask {
                 return;
             }
         };
-        let mut dead: Vec<((String, i32), i64)> = forward.orphaned.iter().cloned().collect();
+        let mut dead: Vec<((String, i32), SourceOffset)> = forward.orphaned.iter().cloned().collect();
         for id in partitions {
             let Some(map) = forward.partitions.get(id) else { continue };
             // A partition no group committed on keeps its runs back to the log start: a group
@@ -472,6 +483,10 @@ mod tests {
     use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
     use crate::offsets::Run;
 
+    fn run(upstream: i64, downstream: i64, len: i64) -> Run {
+        Run { upstream: SourceOffset(upstream), downstream: TargetOffset(downstream), len }
+    }
+
     fn cp(upstream: i64, downstream: i64) -> Checkpoint {
         Checkpoint {
             group: "g".into(),
@@ -507,14 +522,13 @@ mod tests {
         // This flow (a->b): orders-0 replicated 0..120 exactly.
         t.forward.apply(
             &encode_key("orders", 0),
-            Some(&encode_value(Stored { next: 120, open: Some(Run { upstream: 0, downstream: 0, len: 120 }) })),
+            Some(&encode_value(Stored { next: SourceOffset(120), open: Some(run(0, 0, 120)) })),
         );
         // The reverse flow (b->a): b's `pay`-0 from 10 landed at 0 on a, a marker at 15.
-        t.back
-            .apply(&encode_run_key("pay", 0, 10), Some(&encode_run_value(Run { upstream: 10, downstream: 0, len: 5 })));
+        t.back.apply(&encode_run_key("pay", 0, SourceOffset(10)), Some(&encode_run_value(run(10, 0, 5))));
         t.back.apply(
             &encode_key("pay", 0),
-            Some(&encode_value(Stored { next: 30, open: Some(Run { upstream: 17, downstream: 5, len: 13 }) })),
+            Some(&encode_value(Stored { next: SourceOffset(30), open: Some(run(17, 5, 13)) })),
         );
         let naming = crate::policy::tests_support::default_naming();
         let all = TopicFilter::new(".*", "").expect("filter");

@@ -8,7 +8,8 @@ pub mod store;
 mod sync_rule;
 pub mod wire;
 
-pub use ledger::{Ledger, PositionWrite, Refusal, SourceOffset, TargetOffset};
+pub use crate::record::{SourceOffset, TargetOffset};
+pub use ledger::{Ledger, PositionWrite, Refusal};
 pub use progress::Progress;
 pub use runs::{PartitionMap, Run, RunTracker};
 pub use sync_rule::SyncRule;

@@ -11,25 +11,27 @@
 
 use std::collections::BTreeMap;
 
+use crate::record::{SourceOffset, TargetOffset};
+
 /// Consecutive source offsets `[upstream, upstream + len)` that landed at consecutive target
 /// offsets `[downstream, downstream + len)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     /// First source offset of the run.
-    pub upstream: i64,
+    pub upstream: SourceOffset,
     /// Target offset of that record.
-    pub downstream: i64,
+    pub downstream: TargetOffset,
     /// Records in the run (at least 1).
     pub len: i64,
 }
 
 impl Run {
-    fn up_end(&self) -> i64 {
-        self.upstream + self.len
+    fn up_end(&self) -> SourceOffset {
+        self.upstream.after(self.len)
     }
 
-    fn down_end(&self) -> i64 {
-        self.downstream + self.len
+    fn down_end(&self) -> TargetOffset {
+        self.downstream.after(self.len)
     }
 }
 
@@ -48,7 +50,7 @@ impl RunTracker {
 
     /// The record at source offset `upstream` landed at `downstream`. Returns the run this
     /// closed, which must be stored before the position that covers the new one.
-    pub fn acked(&mut self, upstream: i64, downstream: i64) -> Option<Run> {
+    pub fn acked(&mut self, upstream: SourceOffset, downstream: TargetOffset) -> Option<Run> {
         match &mut self.open {
             Some(run) if run.up_end() == upstream && run.down_end() == downstream => {
                 run.len += 1;
@@ -67,21 +69,21 @@ impl RunTracker {
 /// The reader side: every known run of one partition, and translation through them.
 ///
 /// ```
-/// use strait_core::offsets::{PartitionMap, Run};
+/// use strait_core::offsets::{PartitionMap, Run, SourceOffset as S, TargetOffset as T};
 /// let mut m = PartitionMap::default();
-/// m.closed(Run { upstream: 0, downstream: 0, len: 100 });
-/// m.open(Run { upstream: 102, downstream: 100, len: 50 }, 152); // 100-101: a transaction marker
-/// assert_eq!(m.translate(40), Some(40));
-/// assert_eq!(m.translate(101), Some(100)); // the marker maps to the next record
-/// assert_eq!(m.translate(120), Some(118));
-/// assert_eq!(m.translate_back(118), Some(120));
+/// m.closed(Run { upstream: S(0), downstream: T(0), len: 100 });
+/// m.open(Run { upstream: S(102), downstream: T(100), len: 50 }, S(152)); // 100-101: a transaction marker
+/// assert_eq!(m.translate(S(40)), Some(T(40)));
+/// assert_eq!(m.translate(S(101)), Some(T(100))); // the marker maps to the next record
+/// assert_eq!(m.translate(S(120)), Some(T(118)));
+/// assert_eq!(m.translate_back(T(118)), Some(S(120)));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct PartitionMap {
     /// Closed runs and the open one, by first source offset.
-    runs: BTreeMap<i64, Run>,
+    runs: BTreeMap<SourceOffset, Run>,
     /// The next source offset replication will read (everything before it is done).
-    next: Option<i64>,
+    next: Option<SourceOffset>,
 }
 
 impl PartitionMap {
@@ -91,23 +93,23 @@ impl PartitionMap {
     }
 
     /// A position record: the open run and the next source offset to replicate.
-    pub fn open(&mut self, run: Run, next: i64) {
+    pub fn open(&mut self, run: Run, next: SourceOffset) {
         self.insert(run);
         self.next = Some(next);
     }
 
     /// A position record of a partition none of whose records was replicated yet.
-    pub fn set_next(&mut self, next: i64) {
+    pub fn set_next(&mut self, next: SourceOffset) {
         self.next = Some(next);
     }
 
     /// A run record was deleted (its source records are gone).
-    pub fn forget(&mut self, upstream: i64) {
+    pub fn forget(&mut self, upstream: SourceOffset) {
         self.runs.remove(&upstream);
     }
 
     /// The next source offset replication will read, as last stored.
-    pub fn next(&self) -> Option<i64> {
+    pub fn next(&self) -> Option<SourceOffset> {
         self.next
     }
 
@@ -142,19 +144,19 @@ impl PartitionMap {
     /// translation at all.
     ///
     /// ```
-    /// use strait_core::offsets::{PartitionMap, Run};
+    /// use strait_core::offsets::{PartitionMap, Run, SourceOffset as S, TargetOffset as T};
     /// let mut m = PartitionMap::default();
     /// for i in 0..5 {
-    ///     m.closed(Run { upstream: i * 10, downstream: i * 9, len: 9 }); // a marker every 10
+    ///     m.closed(Run { upstream: S(i * 10), downstream: T(i * 9), len: 9 }); // a marker every 10
     /// }
-    /// m.open(Run { upstream: 50, downstream: 45, len: 9 }, 59);
-    /// assert_eq!(m.obsolete(Some(20), None), vec![0, 10], "source records before 20 are gone");
-    /// assert_eq!(m.obsolete(Some(0), Some(45)), vec![10, 20, 30], "0 stays as the floor");
+    /// m.open(Run { upstream: S(50), downstream: T(45), len: 9 }, S(59));
+    /// assert_eq!(m.obsolete(Some(S(20)), None), vec![S(0), S(10)], "source records before 20 are gone");
+    /// assert_eq!(m.obsolete(Some(S(0)), Some(S(45))), vec![S(10), S(20), S(30)], "0 stays as the floor");
     /// ```
-    pub fn obsolete(&self, log_start: Option<i64>, needed_from: Option<i64>) -> Vec<i64> {
+    pub fn obsolete(&self, log_start: Option<SourceOffset>, needed_from: Option<SourceOffset>) -> Vec<SourceOffset> {
         let Some(done) = self.next else { return Vec::new() };
-        let gone_before = log_start.map_or(i64::MIN, |s| s.min(done));
-        let needed = needed_from.map_or(i64::MIN, |n| n.min(done));
+        let gone_before = log_start.map_or(SourceOffset(i64::MIN), |s| s.min(done));
+        let needed = needed_from.map_or(SourceOffset(i64::MIN), |n| n.min(done));
         let mut floor_kept = false;
         let mut out = Vec::new();
         let runs: Vec<&Run> = self.runs.values().collect();
@@ -174,17 +176,21 @@ impl PartitionMap {
     /// The target offset a group whose next source offset is `upstream` resumes at: exact
     /// inside a run; past a run's end (a gap, or records not yet replicated) the target offset
     /// of the next replicated record. `None` before the first known run.
-    pub fn translate(&self, upstream: i64) -> Option<i64> {
+    pub fn translate(&self, upstream: SourceOffset) -> Option<TargetOffset> {
         let (_, run) = self.runs.range(..=upstream).next_back()?;
-        Some(if upstream < run.up_end() { run.downstream + (upstream - run.upstream) } else { run.down_end() })
+        Some(if upstream < run.up_end() { run.downstream.after(upstream.since(run.upstream)) } else { run.down_end() })
     }
 
     /// The way back: the source offset a group whose next target offset is `downstream`
     /// resumes at on the source (failback). Past a run's end it is the first source offset the
     /// run did not cover, so nothing the group has not seen is skipped.
-    pub fn translate_back(&self, downstream: i64) -> Option<i64> {
+    pub fn translate_back(&self, downstream: TargetOffset) -> Option<SourceOffset> {
         let run = self.runs.values().rev().find(|r| r.downstream <= downstream)?;
-        Some(if downstream < run.down_end() { run.upstream + (downstream - run.downstream) } else { run.up_end() })
+        Some(if downstream < run.down_end() {
+            run.upstream.after(downstream.since(run.downstream))
+        } else {
+            run.up_end()
+        })
     }
 }
 
@@ -193,42 +199,62 @@ mod tests {
     use super::*;
 
     fn run(upstream: i64, downstream: i64, len: i64) -> Run {
-        Run { upstream, downstream, len }
+        Run { upstream: SourceOffset(upstream), downstream: TargetOffset(downstream), len }
+    }
+
+    fn up(offsets: impl IntoIterator<Item = i64>) -> Vec<SourceOffset> {
+        offsets.into_iter().map(SourceOffset).collect()
     }
 
     #[test]
     fn tracker_breaks_only_where_the_mapping_does() {
         let mut t = RunTracker::default();
-        assert_eq!(t.acked(10, 0), None);
+        assert_eq!(t.acked(SourceOffset(10), TargetOffset(0)), None);
         for o in 11..20 {
-            assert_eq!(t.acked(o, o - 10), None);
+            assert_eq!(t.acked(SourceOffset(o), TargetOffset(o - 10)), None);
         }
-        assert_eq!(t.acked(22, 10), Some(run(10, 0, 10)), "upstream gap (marker or filtered)");
-        assert_eq!(t.acked(23, 50), Some(run(22, 10, 1)), "downstream jump (re-sent after a restart)");
+        assert_eq!(
+            t.acked(SourceOffset(22), TargetOffset(10)),
+            Some(run(10, 0, 10)),
+            "upstream gap (marker or filtered)"
+        );
+        assert_eq!(
+            t.acked(SourceOffset(23), TargetOffset(50)),
+            Some(run(22, 10, 1)),
+            "downstream jump (re-sent after a restart)"
+        );
         assert_eq!(t.open(), Some(run(23, 50, 1)));
         let mut resumed = RunTracker::resume(Some(run(23, 50, 1)));
-        assert_eq!(resumed.acked(24, 51), None, "a restart that continues exactly keeps the run");
+        assert_eq!(
+            resumed.acked(SourceOffset(24), TargetOffset(51)),
+            None,
+            "a restart that continues exactly keeps the run"
+        );
     }
 
     #[test]
     fn translation_is_exact_inside_runs_and_never_skips_outside() {
         let mut m = PartitionMap::default();
-        assert_eq!(m.translate(0), None);
+        assert_eq!(m.translate(SourceOffset(0)), None);
         m.closed(run(5, 0, 10)); // 5..15 -> 0..10
         m.closed(run(17, 10, 3)); // 15,16 markers; 17..20 -> 10..13
-        m.open(run(25, 13, 5), 32); // 20..25 filtered; 25..30 -> 13..18; 30,31 filtered
-        assert_eq!(m.translate(4), None, "before anything replicated");
-        assert_eq!(m.translate(5), Some(0));
-        assert_eq!(m.translate(14), Some(9));
-        assert_eq!(m.translate(15), Some(10));
-        assert_eq!(m.translate(16), Some(10));
-        assert_eq!(m.translate(22), Some(13));
-        assert_eq!(m.translate(29), Some(17));
-        assert_eq!(m.translate(31), Some(18));
-        assert_eq!(m.translate(1000), Some(18), "not replicated yet: where the next record lands");
-        assert_eq!(m.next(), Some(32));
+        m.open(run(25, 13, 5), SourceOffset(32)); // 20..25 filtered; 25..30 -> 13..18; 30,31 filtered
+        assert_eq!(m.translate(SourceOffset(4)), None, "before anything replicated");
+        assert_eq!(m.translate(SourceOffset(5)), Some(TargetOffset(0)));
+        assert_eq!(m.translate(SourceOffset(14)), Some(TargetOffset(9)));
+        assert_eq!(m.translate(SourceOffset(15)), Some(TargetOffset(10)));
+        assert_eq!(m.translate(SourceOffset(16)), Some(TargetOffset(10)));
+        assert_eq!(m.translate(SourceOffset(22)), Some(TargetOffset(13)));
+        assert_eq!(m.translate(SourceOffset(29)), Some(TargetOffset(17)));
+        assert_eq!(m.translate(SourceOffset(31)), Some(TargetOffset(18)));
+        assert_eq!(
+            m.translate(SourceOffset(1000)),
+            Some(TargetOffset(18)),
+            "not replicated yet: where the next record lands"
+        );
+        assert_eq!(m.next(), Some(SourceOffset(32)));
         for (down, up) in [(0, 5), (9, 14), (10, 17), (12, 19), (13, 25), (17, 29), (18, 30)] {
-            assert_eq!(m.translate_back(down), Some(up), "back from {down}");
+            assert_eq!(m.translate_back(TargetOffset(down)), Some(SourceOffset(up)), "back from {down}");
         }
     }
 
@@ -237,26 +263,38 @@ mod tests {
         // A partition first seen empty (or read from its end at 40), its remote partition at 7.
         let anchor = run(40, 7, 0);
         let mut m = PartitionMap::default();
-        m.open(anchor, 40);
-        assert_eq!(m.translate(40), Some(7), "a group at the start resumes where the first record will land");
-        assert_eq!(m.translate(39), None, "before the start nothing is known");
-        assert_eq!(m.translate_back(7), Some(40));
+        m.open(anchor, SourceOffset(40));
+        assert_eq!(
+            m.translate(SourceOffset(40)),
+            Some(TargetOffset(7)),
+            "a group at the start resumes where the first record will land"
+        );
+        assert_eq!(m.translate(SourceOffset(39)), None, "before the start nothing is known");
+        assert_eq!(m.translate_back(TargetOffset(7)), Some(SourceOffset(40)));
 
         // The first record lands where the anchor said: the run simply grows.
         let mut exact = RunTracker::resume(Some(anchor));
-        assert_eq!(exact.acked(40, 7), None);
+        assert_eq!(exact.acked(SourceOffset(40), TargetOffset(7)), None);
         assert_eq!(exact.open(), Some(run(40, 7, 1)));
 
         // It lands later (retention moved the start, or another writer wrote to the target): the
         // anchor closes and stays, and nothing is forgotten or skipped.
         let mut later = RunTracker::resume(Some(anchor));
-        assert_eq!(later.acked(43, 9), Some(anchor));
+        assert_eq!(later.acked(SourceOffset(43), TargetOffset(9)), Some(anchor));
         m.closed(anchor);
-        m.open(run(43, 9, 5), 48);
-        assert_eq!(m.translate(40), Some(7), "re-reads the foreign records rather than skip");
-        assert_eq!(m.translate(42), Some(7), "in the gap: the same, never past the first record");
-        assert_eq!(m.translate(43), Some(9));
-        assert_eq!(m.translate(45), Some(11));
+        m.open(run(43, 9, 5), SourceOffset(48));
+        assert_eq!(
+            m.translate(SourceOffset(40)),
+            Some(TargetOffset(7)),
+            "re-reads the foreign records rather than skip"
+        );
+        assert_eq!(
+            m.translate(SourceOffset(42)),
+            Some(TargetOffset(7)),
+            "in the gap: the same, never past the first record"
+        );
+        assert_eq!(m.translate(SourceOffset(43)), Some(TargetOffset(9)));
+        assert_eq!(m.translate(SourceOffset(45)), Some(TargetOffset(11)));
     }
 
     #[test]
@@ -266,28 +304,36 @@ mod tests {
         m.closed(run(43, 9, 5)); // 48, 49: a marker
         m.closed(run(50, 14, 10));
         m.closed(run(62, 24, 10));
-        m.open(run(74, 34, 6), 80);
-        assert_eq!(m.obsolete(Some(40), None), Vec::<i64>::new(), "a group at 40 still resumes at 7");
-        assert_eq!(m.obsolete(Some(43), None), vec![40]);
-        assert_eq!(m.obsolete(Some(49), None), vec![40], "a group at 49 resumes through the run at 43");
+        m.open(run(74, 34, 6), SourceOffset(80));
         assert_eq!(
-            m.obsolete(Some(1000), Some(1000)),
-            vec![40, 43, 50, 62],
+            m.obsolete(Some(SourceOffset(40)), None),
+            Vec::<SourceOffset>::new(),
+            "a group at 40 still resumes at 7"
+        );
+        assert_eq!(m.obsolete(Some(SourceOffset(43)), None), up([40]));
+        assert_eq!(m.obsolete(Some(SourceOffset(49)), None), up([40]), "a group at 49 resumes through the run at 43");
+        assert_eq!(
+            m.obsolete(Some(SourceOffset(1000)), Some(SourceOffset(1000))),
+            up([40, 43, 50, 62]),
             "all but the open run, bounded by the position"
         );
-        assert_eq!(m.obsolete(None, Some(65)), vec![43, 50], "the anchor stays as the floor");
+        assert_eq!(m.obsolete(None, Some(SourceOffset(65))), up([43, 50]), "the anchor stays as the floor");
         let mut pruned = m.clone();
-        for upstream in pruned.obsolete(None, Some(65)) {
+        for upstream in pruned.obsolete(None, Some(SourceOffset(65))) {
             pruned.forget(upstream);
         }
-        assert_eq!(pruned.translate(65), m.translate(65));
-        assert_eq!(pruned.translate(55), Some(7), "behind the bound: re-reads from the floor, never skips");
+        assert_eq!(pruned.translate(SourceOffset(65)), m.translate(SourceOffset(65)));
+        assert_eq!(
+            pruned.translate(SourceOffset(55)),
+            Some(TargetOffset(7)),
+            "behind the bound: re-reads from the floor, never skips"
+        );
         let mut unread = PartitionMap::default();
         unread.closed(run(0, 0, 5));
         unread.closed(run(6, 5, 5));
         assert_eq!(
-            unread.obsolete(Some(100), Some(100)),
-            Vec::<i64>::new(),
+            unread.obsolete(Some(SourceOffset(100)), Some(SourceOffset(100))),
+            Vec::<SourceOffset>::new(),
             "no stored position: nothing is known done"
         );
     }
@@ -317,8 +363,8 @@ mod tests {
             for r in runs {
                 m.closed(r);
             }
-            m.open(open, open.up_end() + tail);
-            let dead = m.obsolete(Some(log_start), needed);
+            m.open(open, open.up_end().after(tail));
+            let dead = m.obsolete(Some(SourceOffset(log_start)), needed.map(SourceOffset));
             let mut pruned = m.clone();
             for upstream in &dead {
                 pruned.forget(*upstream);
@@ -326,8 +372,8 @@ mod tests {
             let newest = m.runs().last().map(|r| r.upstream);
             proptest::prop_assert!(!dead.iter().any(|u| Some(*u) == newest), "the newest run stays");
             let exact_from = log_start.max(needed.unwrap_or(i64::MAX));
-            for x in log_start..open.up_end() + tail + 5 {
-                let (before, after) = (m.translate(x), pruned.translate(x));
+            for x in log_start..open.up_end().get() + tail + 5 {
+                let (before, after) = (m.translate(SourceOffset(x)), pruned.translate(SourceOffset(x)));
                 if x >= exact_from {
                     proptest::prop_assert_eq!(before, after, "exact at {}", x);
                 }
@@ -335,13 +381,13 @@ mod tests {
                     proptest::prop_assert!(after.is_some_and(|a| a <= b), "{} translated to {:?}, was {}", x, after, b);
                 }
             }
-            for d in 0..open.down_end() + 5 {
-                if let (Some(b), Some(a)) = (m.translate_back(d), pruned.translate_back(d)) {
+            for d in 0..open.down_end().get() + 5 {
+                if let (Some(b), Some(a)) = (m.translate_back(TargetOffset(d)), pruned.translate_back(TargetOffset(d))) {
                     proptest::prop_assert!(a <= b, "back from {}: {} after pruning, {} before", d, a, b);
                 }
             }
             if let Some(n) = needed {
-                let reached = m.runs().collect::<Vec<_>>().windows(2).filter(|w| w[1].upstream > n.min(open.up_end() + tail)).count();
+                let reached = m.runs().collect::<Vec<_>>().windows(2).filter(|w| w[1].upstream.get() > n.min(open.up_end().get() + tail)).count();
                 proptest::prop_assert!(pruned.runs().count() <= reached + 2, "{} runs kept", pruned.runs().count());
             }
         }
@@ -354,12 +400,12 @@ mod tests {
         m.closed(run(100, 100, 50));
         // A crash after 150 records were written but only 100 stored: the restart re-sends
         // 100.. at 150.
-        m.open(run(100, 150, 60), 160);
-        assert_eq!(m.translate(120), Some(170));
-        assert_eq!(m.translate(50), Some(50));
+        m.open(run(100, 150, 60), SourceOffset(160));
+        assert_eq!(m.translate(SourceOffset(120)), Some(TargetOffset(170)));
+        assert_eq!(m.translate(SourceOffset(50)), Some(TargetOffset(50)));
         // The remote topic was recreated.
         m.closed(run(160, 0, 10));
-        assert_eq!(m.translate(50), None);
-        assert_eq!(m.translate(165), Some(5));
+        assert_eq!(m.translate(SourceOffset(50)), None);
+        assert_eq!(m.translate(SourceOffset(165)), Some(TargetOffset(5)));
     }
 }

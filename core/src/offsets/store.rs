@@ -21,12 +21,13 @@ use super::runs::{PartitionMap, Run};
 use super::wire::{put_i16, put_i64, Reader};
 use crate::cluster::{create_client, ClusterAdmin, ClusterError, TopicSpec, ASSIGN_ONLY_CONSUMER};
 use crate::config::{ClientSettings, ClusterConfig};
+use crate::record::{SourceOffset, TargetOffset};
 
 /// Where a source partition resumes, and the run of the offset mapping still growing there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stored {
     /// The next source offset to fetch.
-    pub next: i64,
+    pub next: SourceOffset,
     /// The open run of the mapping, when a record of this partition was replicated.
     pub open: Option<Run>,
 }
@@ -56,10 +57,10 @@ pub use super::wire::topic_partition_key as encode_key;
 pub fn encode_value(stored: Stored) -> Vec<u8> {
     let mut out = Vec::with_capacity(34);
     put_i16(&mut out, i16::from(stored.open.is_some()));
-    put_i64(&mut out, stored.next);
+    put_i64(&mut out, stored.next.get());
     if let Some(run) = stored.open {
-        put_i64(&mut out, run.upstream);
-        put_i64(&mut out, run.downstream);
+        put_i64(&mut out, run.upstream.get());
+        put_i64(&mut out, run.downstream.get());
         put_i64(&mut out, run.len);
     }
     out
@@ -67,9 +68,9 @@ pub fn encode_value(stored: Stored) -> Vec<u8> {
 
 /// Encodes the key of a closed run: the partition's key plus the run's first source offset,
 /// so every run survives compaction until it is deleted.
-pub fn encode_run_key(topic: &str, partition: i32, upstream: i64) -> Vec<u8> {
+pub fn encode_run_key(topic: &str, partition: i32, upstream: SourceOffset) -> Vec<u8> {
     let mut out = encode_key(topic, partition);
-    put_i64(&mut out, upstream);
+    put_i64(&mut out, upstream.get());
     out
 }
 
@@ -77,7 +78,7 @@ pub fn encode_run_key(topic: &str, partition: i32, upstream: i64) -> Vec<u8> {
 pub fn encode_run_value(run: Run) -> Vec<u8> {
     let mut out = Vec::with_capacity(18);
     put_i16(&mut out, 0);
-    put_i64(&mut out, run.downstream);
+    put_i64(&mut out, run.downstream.get());
     put_i64(&mut out, run.len);
     out
 }
@@ -90,7 +91,7 @@ pub enum StoredRecord {
     /// A closed run of a partition's mapping.
     Run((String, i32), Run),
     /// A closed run was deleted (a tombstone), by its first source offset.
-    RunDeleted((String, i32), i64),
+    RunDeleted((String, i32), SourceOffset),
     /// A partition's position was deleted (a tombstone): its source topic was deleted.
     PositionDeleted((String, i32)),
 }
@@ -99,22 +100,22 @@ pub enum StoredRecord {
 pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<StoredRecord> {
     let mut k = Reader::new(key);
     let id = (k.string()?, k.i32()?);
-    let run_start = k.i64();
+    let run_start = k.i64().map(SourceOffset);
     let mut v = Reader::new(value.unwrap_or_default());
     match (run_start, value) {
         (None, Some(_)) => {
             let version = v.i16()?;
-            let next = v.i64()?;
+            let next = SourceOffset(v.i64()?);
             let open = match version {
                 0 => None,
-                1 => Some(Run { upstream: v.i64()?, downstream: v.i64()?, len: v.i64()? }),
+                1 => Some(Run { upstream: SourceOffset(v.i64()?), downstream: TargetOffset(v.i64()?), len: v.i64()? }),
                 _ => return None,
             };
             Some(StoredRecord::Position(id, Stored { next, open }))
         }
         (Some(upstream), Some(_)) => {
             (v.i16()? == 0).then_some(())?;
-            Some(StoredRecord::Run(id, Run { upstream, downstream: v.i64()?, len: v.i64()? }))
+            Some(StoredRecord::Run(id, Run { upstream, downstream: TargetOffset(v.i64()?), len: v.i64()? }))
         }
         (Some(upstream), None) => Some(StoredRecord::RunDeleted(id, upstream)),
         (None, None) => Some(StoredRecord::PositionDeleted(id)),
@@ -130,7 +131,7 @@ pub struct Mappings {
     /// source offset: their records are still in the topic, and tombstones are due. A run
     /// record or tombstone read later under the same key settles it: a recreated topic's run
     /// must not be deleted, and a deleted one needs no second tombstone.
-    pub orphaned: HashSet<((String, i32), i64)>,
+    pub orphaned: HashSet<((String, i32), SourceOffset)>,
 }
 
 impl Mappings {
@@ -390,19 +391,23 @@ fn read_error(alias: &str, topic: &str, what: &str, reason: String) -> ClusterEr
 mod tests {
     use super::*;
 
+    fn run(upstream: i64, downstream: i64, len: i64) -> Run {
+        Run { upstream: SourceOffset(upstream), downstream: TargetOffset(downstream), len }
+    }
+
     #[test]
     fn position_and_run_records_round_trip() {
         let id = ("orders".to_string(), 2);
         let key = encode_key("orders", 2);
-        let plain = Stored { next: 12345, open: None };
+        let plain = Stored { next: SourceOffset(12345), open: None };
         assert_eq!(decode(&key, Some(&encode_value(plain))), Some(StoredRecord::Position(id.clone(), plain)));
-        let with_run = Stored { next: 12345, open: Some(Run { upstream: 100, downstream: 7, len: 12000 }) };
+        let with_run = Stored { next: SourceOffset(12345), open: Some(run(100, 7, 12000)) };
         assert_eq!(decode(&key, Some(&encode_value(with_run))), Some(StoredRecord::Position(id.clone(), with_run)));
         assert_eq!(decode(&key, Some(&[0, 1, 0])), None);
-        let run = Run { upstream: 5, downstream: 0, len: 95 };
-        let run_key = encode_run_key("orders", 2, 5);
+        let run = run(5, 0, 95);
+        let run_key = encode_run_key("orders", 2, SourceOffset(5));
         assert_eq!(decode(&run_key, Some(&encode_run_value(run))), Some(StoredRecord::Run(id.clone(), run)));
-        assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id.clone(), 5)));
+        assert_eq!(decode(&run_key, None), Some(StoredRecord::RunDeleted(id.clone(), SourceOffset(5))));
         assert_eq!(decode(&key, None), Some(StoredRecord::PositionDeleted(id)), "a deleted source topic's position");
     }
 
@@ -412,25 +417,33 @@ mod tests {
         let mut m = Mappings::default();
         for upstream in [0, 10, 20] {
             m.apply(
-                &encode_run_key("orders", 0, upstream),
-                Some(&encode_run_value(Run { upstream, downstream: upstream / 10 * 9, len: 9 })),
+                &encode_run_key("orders", 0, SourceOffset(upstream)),
+                Some(&encode_run_value(run(upstream, upstream / 10 * 9, 9))),
             );
         }
         m.apply(
             &encode_key("orders", 0),
-            Some(&encode_value(Stored { next: 35, open: Some(Run { upstream: 30, downstream: 27, len: 5 }) })),
+            Some(&encode_value(Stored { next: SourceOffset(35), open: Some(run(30, 27, 5)) })),
         );
-        m.apply(&encode_run_key("orders", 0, 10), None);
-        let starts: Vec<i64> = m.get("orders", 0).map(|p| p.runs().map(|r| r.upstream).collect()).unwrap_or_default();
-        assert_eq!(starts, vec![0, 20, 30]);
+        m.apply(&encode_run_key("orders", 0, SourceOffset(10)), None);
+        let starts: Vec<SourceOffset> =
+            m.get("orders", 0).map(|p| p.runs().map(|r| r.upstream).collect()).unwrap_or_default();
+        assert_eq!(starts, [0, 20, 30].map(SourceOffset));
         m.apply(&encode_key("orders", 0), None);
         assert!(m.get("orders", 0).is_none());
-        assert_eq!(m.orphaned, HashSet::from([(id.clone(), 0), (id.clone(), 20), (id.clone(), 30)]));
-        m.apply(&encode_run_key("orders", 0, 20), None);
-        m.apply(&encode_run_key("orders", 0, 0), Some(&encode_run_value(Run { upstream: 0, downstream: 0, len: 3 })));
         assert_eq!(
             m.orphaned,
-            HashSet::from([(id, 30)]),
+            HashSet::from([
+                (id.clone(), SourceOffset(0)),
+                (id.clone(), SourceOffset(20)),
+                (id.clone(), SourceOffset(30))
+            ])
+        );
+        m.apply(&encode_run_key("orders", 0, SourceOffset(20)), None);
+        m.apply(&encode_run_key("orders", 0, SourceOffset(0)), Some(&encode_run_value(run(0, 0, 3))));
+        assert_eq!(
+            m.orphaned,
+            HashSet::from([(id, SourceOffset(30))]),
             "deleted already, and a recreated topic's run: neither is due"
         );
     }

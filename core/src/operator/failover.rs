@@ -39,8 +39,8 @@ pub fn apply_failover(view: &FlowView, plan: &FailoverPlan) -> Result<SyncOutcom
                 group: plan.group.clone(),
                 topic: p.watched.target_topic.clone(),
                 partition: p.watched.partition,
-                upstream: p.committed?,
-                downstream: p.translated?,
+                upstream: p.committed?.get(),
+                downstream: p.translated?.get(),
                 metadata: String::new(),
             })
         })

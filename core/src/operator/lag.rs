@@ -54,7 +54,8 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
         let (low, high) = consumer
             .fetch_watermarks(topic, *partition, PEEK_TIMEOUT)
             .map_err(|e| fail(format!("reading the end of {topic}-{partition}"), e))?;
-        let next = view.translation.forward.get(topic, *partition).and_then(|m| m.next()).unwrap_or(low).max(low);
+        let next =
+            view.translation.forward.get(topic, *partition).and_then(|m| m.next()).map_or(low, |n| n.get()).max(low);
         let unreplicated = (high - next).max(0);
         if unreplicated > 0 {
             peek.add_partition_offset(topic, *partition, Offset::Offset(next))

@@ -25,6 +25,7 @@ use crate::flows::FlowError;
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::read_topic;
 use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
+use crate::record::{SourceOffset, TargetOffset};
 
 /// How long an operator command may take to read an internal topic from its start (positions,
 /// checkpoints, heartbeats): once per command, so it may be long.
@@ -140,10 +141,10 @@ pub struct TranslatedOffset {
     /// The partition and its names on both sides.
     pub watched: Watched,
     /// The group's committed offset on the source, if it has one and the source answered.
-    pub committed: Option<i64>,
+    pub committed: Option<SourceOffset>,
     /// Where the group resumes on the target: exact, from the mapping (or from the latest
     /// checkpoint when the source is down).
-    pub translated: Option<i64>,
+    pub translated: Option<TargetOffset>,
 }
 
 /// `group`'s positions on the target of `view`'s flow.
@@ -164,11 +165,11 @@ pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOff
             continue;
         }
         let translated = match c {
-            Some(c) => view.translation.checkpoint(group, &w, c).map(|cp| cp.downstream),
-            None => checkpoint.map(|cp| cp.downstream),
+            Some(c) => view.translation.resume_at(&w, SourceOffset(c.offset)),
+            None => checkpoint.map(|cp| TargetOffset(cp.downstream)),
         };
         out.push(TranslatedOffset {
-            committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)),
+            committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)).map(SourceOffset),
             translated,
             watched: w,
         });

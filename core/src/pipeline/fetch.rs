@@ -21,7 +21,7 @@ use super::{Slots, StageError};
 use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
-use crate::record::{Batch, SlotId};
+use crate::record::{Batch, SlotId, SourceOffset};
 use crate::site::Site;
 use crate::slot_vec::SlotVec;
 
@@ -243,7 +243,7 @@ impl FetchTask {
             Ok(()) => {
                 for p in &new {
                     let start = match p.start {
-                        Offset::Offset(o) => Some(o),
+                        Offset::Offset(o) => Some(SourceOffset(o)),
                         _ => None,
                     };
                     self.lag.started(p.slot, start);
@@ -304,8 +304,12 @@ impl FetchTask {
         for (topic, parts) in &self.by_topic {
             for (partition, slot) in parts.iter().enumerate() {
                 let Some(slot) = *slot else { continue };
-                let delivered =
-                    self.metrics.get(slot as usize).and_then(Option::as_ref).and_then(PartitionMetrics::delivered);
+                let delivered = self
+                    .metrics
+                    .get(slot as usize)
+                    .and_then(Option::as_ref)
+                    .and_then(PartitionMetrics::delivered)
+                    .map(SourceOffset);
                 let watermarks = cached_watermarks(&self.stage.consumer, topic, partition as i32);
                 let lag = self.lag.partition(slot, delivered, watermarks, now_ms);
                 records += lag.records;
@@ -402,16 +406,16 @@ impl FetchStage {
 struct BatchSlot {
     slot: SlotId,
     oldest_age: i64,
-    first: i64,
+    first: SourceOffset,
     first_ts: i64,
-    last: i64,
+    last: SourceOffset,
 }
 
 fn push_record(batch: &mut Batch, slot: SlotId, m: &BorrowedMessage<'_>) {
     let timestamp = m.timestamp().to_millis().unwrap_or_else(now_millis);
     let headers = m.headers();
     let headers = headers.iter().flat_map(|hs| hs.iter()).map(|h| (h.key.as_bytes(), h.value));
-    batch.push(slot, m.offset(), timestamp, m.key(), m.payload(), headers);
+    batch.push(slot, SourceOffset(m.offset()), timestamp, m.key(), m.payload(), headers);
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset};
 use crate::slot_vec::SlotVec;
 
 /// How often the lag is reported.
@@ -32,14 +32,20 @@ pub struct PartitionLagNow {
     pub age_ms: i64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SlotLag {
     /// Where reading started, when the stored position said so.
-    start: Option<i64>,
+    start: Option<SourceOffset>,
     /// (first offset, its timestamp) of each batch read, oldest first.
-    batches: VecDeque<(i64, i64)>,
+    batches: VecDeque<(SourceOffset, i64)>,
     /// The offset after the last record read.
-    read_next: i64,
+    read_next: SourceOffset,
+}
+
+impl Default for SlotLag {
+    fn default() -> Self {
+        Self { start: None, batches: VecDeque::new(), read_next: SourceOffset(0) }
+    }
 }
 
 /// Per-partition memory of what was read, and the clock of the reports.
@@ -51,7 +57,7 @@ pub struct LagTracker {
 
 impl LagTracker {
     /// Reading of `slot` starts; at `start` when that is a stored position.
-    pub fn started(&mut self, slot: SlotId, start: Option<i64>) {
+    pub fn started(&mut self, slot: SlotId, start: Option<SourceOffset>) {
         *self.slot(slot) = SlotLag { start, ..SlotLag::default() };
     }
 
@@ -63,10 +69,10 @@ impl LagTracker {
     }
 
     /// A batch held records of `slot` from `first` (written at `first_ts`) up to `last`.
-    pub fn read(&mut self, slot: SlotId, first: i64, first_ts: i64, last: i64) {
+    pub fn read(&mut self, slot: SlotId, first: SourceOffset, first_ts: i64, last: SourceOffset) {
         let s = self.slot(slot);
         s.batches.push_back((first, first_ts));
-        s.read_next = s.read_next.max(last + 1);
+        s.read_next = s.read_next.max(last.next());
     }
 
     /// Whether a report is due at `now`; if so the next is one [`LAG_EVERY`] later.
@@ -84,13 +90,14 @@ impl LagTracker {
     pub fn partition(
         &mut self,
         slot: SlotId,
-        delivered: Option<i64>,
+        delivered: Option<SourceOffset>,
         (low, high): (i64, i64),
         now_ms: i64,
     ) -> PartitionLagNow {
         let s = self.slot(slot);
-        let next = delivered.or(s.start).unwrap_or(low).max(low.max(0));
-        let records = if high >= 0 { (high - next).max(0) } else { 0 };
+        let floor = SourceOffset(low.max(0));
+        let next = delivered.or(s.start).unwrap_or(floor).max(floor);
+        let records = if high >= 0 { SourceOffset(high).since(next).max(0) } else { 0 };
         if next >= s.read_next {
             s.batches.clear();
         }
@@ -136,30 +143,33 @@ mod tests {
     #[test]
     fn caught_up_is_zero_in_records_and_seconds() {
         let mut t = LagTracker::default();
-        t.started(0, Some(10));
-        t.read(0, 10, 1_000, 19);
-        assert_eq!(t.partition(0, Some(20), (0, 20), 5_000), PartitionLagNow { records: 0, age_ms: 0 });
+        t.started(0, Some(SourceOffset(10)));
+        t.read(0, SourceOffset(10), 1_000, SourceOffset(19));
+        assert_eq!(t.partition(0, Some(SourceOffset(20)), (0, 20), 5_000), PartitionLagNow { records: 0, age_ms: 0 });
     }
 
     #[test]
     fn the_age_is_the_oldest_batch_still_holding_an_undelivered_record() {
         let mut t = LagTracker::default();
         t.started(0, None);
-        t.read(0, 0, 1_000, 9);
-        t.read(0, 10, 2_000, 19);
-        t.read(0, 20, 3_000, 29);
+        t.read(0, SourceOffset(0), 1_000, SourceOffset(9));
+        t.read(0, SourceOffset(10), 2_000, SourceOffset(19));
+        t.read(0, SourceOffset(20), 3_000, SourceOffset(29));
         // Nothing acknowledged yet: from the low watermark, the first batch's age.
         assert_eq!(t.partition(0, None, (0, 40), 10_000), PartitionLagNow { records: 40, age_ms: 9_000 });
         // Delivered up to 14: the second batch holds the next record.
-        assert_eq!(t.partition(0, Some(15), (0, 40), 10_000), PartitionLagNow { records: 25, age_ms: 8_000 });
+        assert_eq!(
+            t.partition(0, Some(SourceOffset(15)), (0, 40), 10_000),
+            PartitionLagNow { records: 25, age_ms: 8_000 }
+        );
         // Everything read is delivered; 10 more offsets exist but were not read yet.
-        assert_eq!(t.partition(0, Some(30), (0, 40), 10_000), PartitionLagNow { records: 10, age_ms: 0 });
+        assert_eq!(t.partition(0, Some(SourceOffset(30)), (0, 40), 10_000), PartitionLagNow { records: 10, age_ms: 0 });
     }
 
     #[test]
     fn the_stored_start_counts_before_the_first_acknowledgement_and_unknown_ends_count_nothing() {
         let mut t = LagTracker::default();
-        t.started(3, Some(100));
+        t.started(3, Some(SourceOffset(100)));
         assert_eq!(t.partition(3, None, (-1001, 150), 0).records, 50);
         assert_eq!(t.partition(3, None, (-1001, -1001), 0).records, 0);
         t.forget(3);

@@ -32,7 +32,7 @@ pub use crate::record::{
 };
 
 use crate::cluster::{AdminError, ClusterError};
-use crate::record::HookError;
+use crate::record::{HookError, SourceOffset};
 
 /// Why a stage, or a periodic part, stopped its flow. The supervisor sees it wrapped in
 /// [`crate::flows::FlowError`], with what can fail while a flow is assembled.
@@ -58,7 +58,7 @@ pub enum StageError {
         /// Source partition.
         partition: i32,
         /// Source offset.
-        offset: i64,
+        offset: SourceOffset,
         /// What the target or client said.
         reason: String,
         /// What to do about it.

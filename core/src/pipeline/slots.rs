@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::events::PartitionMetrics;
 use crate::offsets::Run;
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset};
 
 /// One replicated source partition and where it goes.
 #[derive(Clone)]
@@ -23,7 +23,7 @@ pub struct Slot {
     /// Where reading starts when it was resolved at assignment rather than stored (a partition
     /// read from its end): the position to store at once, so a restart does not skip records
     /// produced in between.
-    pub start_at: Option<i64>,
+    pub start_at: Option<SourceOffset>,
     /// The source topic was deleted: the slot is no longer read and its stored position is to be
     /// forgotten.
     pub retired: bool,

@@ -84,7 +84,7 @@ impl RecordTransform for ApplyEdits {
 mod tests {
     use super::*;
     use crate::policy::tests_support::default_naming;
-    use crate::record::RecordEdit;
+    use crate::record::{RecordEdit, SourceOffset};
 
     fn apply() -> ApplyEdits {
         let guard = RouteGuard::new(default_naming(), ["strait-offsets.us-east.internal".to_string()]).expect("guard");
@@ -93,8 +93,8 @@ mod tests {
 
     fn batch() -> Batch {
         let mut b = Batch::with_capacity(2, 64);
-        b.push(0, 0, 1_000, Some(b"k0"), Some(b"v0"), []);
-        b.push(0, 1, 1_001, Some(b"k1"), Some(b"v1"), []);
+        b.push(0, SourceOffset(0), 1_000, Some(b"k0"), Some(b"v0"), []);
+        b.push(0, SourceOffset(1), 1_001, Some(b"k1"), Some(b"v1"), []);
         b
     }
 

@@ -8,6 +8,7 @@
 use std::ops::Range;
 
 use super::headers::{pack_header, Headers};
+use super::offset::SourceOffset;
 
 /// Index of a source topic-partition within a flow: records carry it instead of topic names,
 /// and the flow's slot table says what it stands for.
@@ -51,7 +52,7 @@ pub struct Record {
     /// The source topic-partition; the target partition has the same number.
     pub slot: SlotId,
     /// Offset in the source partition.
-    pub offset: i64,
+    pub offset: SourceOffset,
     /// Timestamp in milliseconds, copied to the target unchanged.
     pub timestamp: i64,
     /// Key; `None` is a null key.
@@ -71,7 +72,7 @@ pub struct Batch {
     /// Records in fetch order (source order within each partition).
     pub records: Vec<Record>,
     /// `(slot, last offset fetched)` for each partition in this batch.
-    pub fetched_through: Vec<(SlotId, i64)>,
+    pub fetched_through: Vec<(SlotId, SourceOffset)>,
     /// Rewrites the filter stage's record hook asked for, which the transform stage applies;
     /// positions index `records` as they are now (see [`Self::retain`]).
     pub edits: Vec<RecordEdit>,
@@ -128,7 +129,7 @@ impl Batch {
     pub fn push<'h>(
         &mut self,
         slot: SlotId,
-        offset: i64,
+        offset: SourceOffset,
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
@@ -219,27 +220,34 @@ mod tests {
     fn retain_drops_the_edits_of_dropped_records_and_renumbers_the_rest() {
         let mut b = Batch::with_capacity(4, 64);
         for offset in 0..4 {
-            b.push(0, offset, 0, None, Some(b"v"), []);
+            b.push(0, SourceOffset(offset), 0, None, Some(b"v"), []);
         }
         let edit = |position: u32, ts: i64| RecordEdit { position, timestamp: Some(ts), ..RecordEdit::default() };
         b.edits = vec![edit(0, 100), edit(1, 101), edit(3, 103)];
         b.retain(&[false, true, false, true]);
-        assert_eq!(b.records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(b.records.iter().map(|r| r.offset.get()).collect::<Vec<_>>(), vec![1, 3]);
         assert_eq!(b.edits, vec![edit(0, 101), edit(1, 103)], "edits follow their records");
-        assert_eq!(b.fetched_through, vec![(0, 3)], "dropped records still count as fetched");
+        assert_eq!(b.fetched_through, vec![(0, SourceOffset(3))], "dropped records still count as fetched");
     }
 
     #[test]
     fn records_read_back_what_was_pushed_from_one_buffer() {
         let mut b = Batch::with_capacity(2, 64);
-        b.push(3, 10, 1_000, Some(b"k"), Some(b"value"), [(&b"trace"[..], Some(&b"1"[..])), (&b"null"[..], None)]);
-        b.push(3, 11, 1_001, None, None, []);
+        b.push(
+            3,
+            SourceOffset(10),
+            1_000,
+            Some(b"k"),
+            Some(b"value"),
+            [(&b"trace"[..], Some(&b"1"[..])), (&b"null"[..], None)],
+        );
+        b.push(3, SourceOffset(11), 1_001, None, None, []);
         let (first, second) = (&b.records[0], &b.records[1]);
         assert_eq!((b.key(first), b.value(first)), (Some(&b"k"[..]), Some(&b"value"[..])));
         assert_eq!(b.headers(first).collect::<Vec<_>>(), vec![(&b"trace"[..], Some(&b"1"[..])), (&b"null"[..], None)]);
         assert_eq!(b.size(first), 1 + 5 + 5 + 1 + 4);
         assert_eq!((b.key(second), b.value(second), b.headers(second).count(), b.size(second)), (None, None, 0, 0));
-        assert_eq!(b.fetched_through, vec![(3, 11)]);
+        assert_eq!(b.fetched_through, vec![(3, SourceOffset(11))]);
         let empty = b.put(b"");
         assert_eq!(b.bytes(empty), b"", "an empty key is not a null one");
     }

@@ -23,7 +23,7 @@ use crate::offsets::store::Positions;
 use crate::offsets::Run;
 use crate::pipeline::{AssignmentChange, NewPartition, Periodic, Slot, Slots};
 use crate::policy::{is_cycle, PolicyError, ReplicationPolicy, WasmFilters};
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset, TargetOffset};
 use crate::site::Site;
 
 /// Why a discovery round failed.
@@ -310,7 +310,7 @@ impl Discovery {
         for partition in (first_new..partitions).filter(|p| self.tasks.owns_partition(*p)) {
             let stored = self.positions.get(&(topic.to_string(), partition)).copied();
             let start = match stored {
-                Some(s) => (Offset::Offset(s.next), None, s.open),
+                Some(s) => (Offset::Offset(s.next.get()), None, s.open),
                 None => {
                     // A partition seen for the first time is anchored at once: its first offset
                     // maps to where its first record will land on the target, so a group that
@@ -323,7 +323,11 @@ impl Discovery {
                     };
                     let (offset, first) =
                         if self.from_latest { (Offset::Offset(end), end) } else { (Offset::Beginning, low) };
-                    (offset, Some(first), Some(Run { upstream: first, downstream: landing, len: 0 }))
+                    (
+                        offset,
+                        Some(SourceOffset(first)),
+                        Some(Run { upstream: SourceOffset(first), downstream: TargetOffset(landing), len: 0 }),
+                    )
                 }
             };
             starts.push((partition, start));

@@ -210,7 +210,7 @@ pub fn stored_positions(west: &str, topic: &str) -> std::collections::BTreeMap<i
     read_partition_to_end(west, &super::test_positions_topic("us-east"), |m| {
         match m.key().and_then(|k| decode(k, m.payload())) {
             Some(StoredRecord::Position((t, p), stored)) if t == topic => {
-                out.entry(p).or_default().push(Some(stored.next))
+                out.entry(p).or_default().push(Some(stored.next.get()))
             }
             Some(StoredRecord::PositionDeleted((t, p))) if t == topic => out.entry(p).or_default().push(None),
             _ => {}

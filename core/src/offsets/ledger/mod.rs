@@ -8,17 +8,8 @@
 
 use super::mm2::OffsetSync;
 use super::{Progress, Run, RunTracker, SyncRule};
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset, TargetOffset};
 use crate::slot_vec::SlotVec;
-
-/// An offset in a source partition. A distinct type from [`TargetOffset`] because the two are
-/// both `i64` and swapping them would corrupt the mapping silently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SourceOffset(pub i64);
-
-/// An offset in the remote (target) partition a source record landed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TargetOffset(pub i64);
 
 /// What must be written to the position topic, in this order (closed runs before the position
 /// that follows them).
@@ -97,7 +88,7 @@ enum Entry {
 /// l.acked(0, SourceOffset(11), None); // routed to another topic by the policy
 /// assert_eq!(l.take_writes(), vec![]); // 10 is not acknowledged yet
 /// l.acked(0, SourceOffset(10), Some(TargetOffset(100)));
-/// let open = Some(Run { upstream: 10, downstream: 100, len: 1 });
+/// let open = Some(Run { upstream: SourceOffset(10), downstream: TargetOffset(100), len: 1 });
 /// assert_eq!(l.take_writes(), vec![PositionWrite::Position { slot: 0, next: SourceOffset(12), open }]);
 /// ```
 #[derive(Debug, Default)]
@@ -171,7 +162,7 @@ impl Ledger {
         }
         // Covering everything before `next` as dropped makes `next` the position, marked as
         // moved, by Progress's own rule.
-        if let Some(before) = next.0.checked_sub(1) {
+        if let Some(before) = next.previous() {
             p.progress.skipped_through(ALONE, before);
         }
     }
@@ -180,7 +171,7 @@ impl Ledger {
     /// is acknowledged.
     pub fn sent(&mut self, slot: SlotId, offset: SourceOffset) {
         if let Some(p) = self.live(slot) {
-            p.progress.sent(ALONE, offset.0);
+            p.progress.sent(ALONE, offset);
         }
     }
 
@@ -189,7 +180,7 @@ impl Ledger {
     /// records before it were sent, as the produce stage does with a batch's `fetched_through`.
     pub fn skipped_through(&mut self, slot: SlotId, offset: SourceOffset) {
         if let Some(p) = self.live(slot) {
-            p.progress.skipped_through(ALONE, offset.0);
+            p.progress.skipped_through(ALONE, offset);
         }
     }
 
@@ -199,12 +190,12 @@ impl Ledger {
     /// acknowledgement for a retired slot is ignored: its topic is gone.
     pub fn acked(&mut self, slot: SlotId, offset: SourceOffset, landed: Option<TargetOffset>) {
         let Some(p) = self.live(slot) else { return };
-        p.progress.acked(ALONE, offset.0);
+        p.progress.acked(ALONE, offset);
         let Some(landed) = landed else { return };
-        let due = p.sync.as_mut().is_some_and(|rule| rule.update(offset.0, landed.0));
-        let closed = p.runs.acked(offset.0, landed.0);
+        let due = p.sync.as_mut().is_some_and(|rule| rule.update(offset, landed));
+        let closed = p.runs.acked(offset, landed);
         if due {
-            self.syncs.push((slot, OffsetSync { upstream: offset.0, downstream: landed.0 }));
+            self.syncs.push((slot, OffsetSync { upstream: offset.get(), downstream: landed.get() }));
         }
         if let Some(run) = closed {
             self.closed.push((slot, run));
@@ -229,7 +220,7 @@ impl Ledger {
     /// The next offset to fetch for `slot` after a restart, if any of its records completed
     /// (or its start was resolved) in this lifetime.
     pub fn position(&self, slot: SlotId) -> Option<SourceOffset> {
-        self.get(slot).and_then(|p| p.progress.position(ALONE)).map(SourceOffset)
+        self.get(slot).and_then(|p| p.progress.position(ALONE))
     }
 
     /// What the positions still wait on, over all live slots: records not yet acknowledged
@@ -253,11 +244,7 @@ impl Ledger {
         for (i, entry) in self.slots.iter_mut().enumerate() {
             let Entry::Live(p) = entry else { continue };
             for (_, next) in p.progress.take_changed() {
-                writes.push(PositionWrite::Position {
-                    slot: i as SlotId,
-                    next: SourceOffset(next),
-                    open: p.runs.open(),
-                });
+                writes.push(PositionWrite::Position { slot: i as SlotId, next, open: p.runs.open() });
             }
         }
         writes.extend(self.forget.drain(..).map(|slot| PositionWrite::Forget { slot }));

@@ -8,7 +8,7 @@ use proptest::sample::Index;
 use super::*;
 
 fn run(upstream: i64, downstream: i64, len: i64) -> Run {
-    Run { upstream, downstream, len }
+    Run { upstream: SourceOffset(upstream), downstream: TargetOffset(downstream), len }
 }
 
 fn position(slot: SlotId, next: i64, open: Option<Run>) -> PositionWrite {
@@ -516,7 +516,7 @@ impl World {
                 self.landed[s].insert((offset, target));
                 if live {
                     self.acked_now[s].push((offset, target));
-                    if self.rules[s].as_mut().is_some_and(|r| r.update(offset, target)) {
+                    if self.rules[s].as_mut().is_some_and(|r| r.update(SourceOffset(offset), TargetOffset(target))) {
                         self.expected_syncs.push((s as SlotId, OffsetSync { upstream: offset, downstream: target }));
                     }
                 }
@@ -603,7 +603,7 @@ impl World {
     fn check_run(&self, s: usize, run: Run) -> Result<(), TestCaseError> {
         prop_assert!(run.len >= 1, "empty run {run:?}");
         for k in 0..run.len {
-            let pair = (run.upstream + k, run.downstream + k);
+            let pair = (run.upstream.after(k).get(), run.downstream.after(k).get());
             prop_assert!(
                 self.landed[s].contains(&pair),
                 "invariant 3: slot {s} run {run:?} maps {pair:?}, never acknowledged"
@@ -645,9 +645,10 @@ impl World {
             let pending = self.ledger.closed.iter().filter(|&&(c, _)| c == slot).map(|&(_, r)| r);
             let runs: Vec<Run> = self.closed_now[s].iter().copied().chain(pending).chain(p.runs.open()).collect();
             for &(up, down) in &self.acked_now[s] {
-                let covered = runs
-                    .iter()
-                    .any(|r| (r.upstream..r.upstream + r.len).contains(&up) && down - r.downstream == up - r.upstream);
+                let covered = runs.iter().any(|r| {
+                    (r.upstream..r.upstream.after(r.len)).contains(&SourceOffset(up))
+                        && TargetOffset(down).since(r.downstream) == SourceOffset(up).since(r.upstream)
+                });
                 prop_assert!(covered, "slot {s}: acknowledged {up} -> {down} is in no run");
             }
         }

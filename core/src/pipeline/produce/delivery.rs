@@ -10,7 +10,7 @@ use rdkafka::ClientContext;
 
 use crate::clock::now_millis;
 use crate::events::AckRounds;
-use crate::offsets::{Ledger, SourceOffset, TargetOffset};
+use crate::offsets::{Ledger, TargetOffset};
 
 use super::in_flight::{InFlight, Ticket, POSITION_TICKET};
 
@@ -78,13 +78,13 @@ impl ProducerContext for DeliveryContext {
             Ok(message) => {
                 // A re-routed record is no mirror of its source offset: to the mapping it is a gap.
                 let landed = (!sent.routed).then(|| TargetOffset(message.offset()));
-                state.ledger.acked(sent.slot, SourceOffset(sent.offset), landed);
+                state.ledger.acked(sent.slot, sent.offset, landed);
                 let now = *state.round_clock_ms.get_or_insert_with(now_millis);
                 state.acks.add(sent.slot, sent.bytes, now - sent.timestamp);
             }
             Err((e, _)) => {
                 let first = state.ledger.refusal().is_none();
-                state.ledger.refused(sent.slot, SourceOffset(sent.offset), e.to_string());
+                state.ledger.refused(sent.slot, sent.offset, e.to_string());
                 if first && state.ledger.refusal().is_some() {
                     state.refused_code = e.rdkafka_error_code();
                 }

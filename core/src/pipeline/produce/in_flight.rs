@@ -2,7 +2,7 @@
 //! carries only a [`Ticket`], a plain integer that librdkafka stores as the record's opaque
 //! pointer, so handing a record over allocates nothing; the table keeps the rest.
 
-use crate::record::SlotId;
+use crate::record::{SlotId, SourceOffset};
 
 /// A delivery report's opaque: a record's place in [`InFlight`], or [`POSITION_TICKET`].
 pub type Ticket = usize;
@@ -16,7 +16,7 @@ pub struct Sent {
     /// Its source partition.
     pub slot: SlotId,
     /// Its source offset.
-    pub offset: i64,
+    pub offset: SourceOffset,
     /// Its timestamp, for the latency measure.
     pub timestamp: i64,
     /// Its size, for the byte count.
@@ -74,7 +74,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn sent(offset: i64) -> Sent {
-        Sent { slot: 1, offset, timestamp: 0, bytes: 10, routed: false }
+        Sent { slot: 1, offset: SourceOffset(offset), timestamp: 0, bytes: 10, routed: false }
     }
 
     #[test]

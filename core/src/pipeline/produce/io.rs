@@ -16,7 +16,7 @@ use crate::delivery::{Abort, Book, Counts, Io, Lane, Outcome, PositionRecord, Re
 use crate::events::{FlowRetrying, OffsetSyncsSent, PositionsStored, TransactionsAborted, TransactionsCommitted};
 use crate::offsets::mm2::OffsetSync;
 use crate::offsets::store::{encode_key, encode_run_key, encode_run_value, encode_value, Stored};
-use crate::offsets::{PositionWrite, SourceOffset};
+use crate::offsets::PositionWrite;
 use crate::pipeline::Slots;
 use crate::record::SlotId;
 
@@ -112,7 +112,7 @@ impl BookIo<'_> {
         for (id, slot) in slots.iter().enumerate().skip(*self.known_slots) {
             state.ledger.resume(id as SlotId, slot.resume_run);
             if let Some(start) = slot.start_at {
-                state.ledger.start_at(id as SlotId, SourceOffset(start));
+                state.ledger.start_at(id as SlotId, start);
             }
         }
         *self.known_slots = slots.len();
@@ -147,7 +147,7 @@ impl Book for BookIo<'_> {
                     PositionRecord {
                         partition: s.partition,
                         key: encode_key(&s.source_topic, s.partition),
-                        value: Some(encode_value(Stored { next: next.0, open })),
+                        value: Some(encode_value(Stored { next, open })),
                         counts,
                     }
                 }),

@@ -227,7 +227,7 @@ impl ProduceTask {
                 Err(refused) => {
                     let mut state = self.stage.deliveries.state();
                     let first = state.ledger.refusal().is_none();
-                    state.ledger.refused(refused.0.slot, SourceOffset(refused.0.offset), refused.0.reason);
+                    state.ledger.refused(refused.0.slot, refused.0.offset, refused.0.reason);
                     if first && state.ledger.refusal().is_some() {
                         state.refused_code = refused.1;
                     }
@@ -254,7 +254,7 @@ impl ProduceTask {
 /// A record the producer would not take.
 struct Refused {
     slot: SlotId,
-    offset: i64,
+    offset: SourceOffset,
     reason: String,
 }
 
@@ -291,7 +291,7 @@ impl ProduceStage {
         let state = self.deliveries.state();
         for (id, slot) in slots.iter().enumerate() {
             if let Some(next) = state.ledger.position(id as SlotId) {
-                slot.metrics.set_delivered(next.0);
+                slot.metrics.set_delivered(next.get());
             }
         }
     }
@@ -321,7 +321,7 @@ impl ProduceStage {
         {
             let mut state = self.deliveries.state();
             for r in &batch.records {
-                state.ledger.sent(r.slot, SourceOffset(r.offset));
+                state.ledger.sent(r.slot, r.offset);
                 let ticket = destinations.iter().position(|(id, ..)| *id == r.slot).map(|d| {
                     (
                         state.in_flight.issue(Sent {
@@ -411,7 +411,7 @@ impl ProduceStage {
     fn complete(&self, batch: &Batch) {
         let mut state = self.deliveries.state();
         for &(slot, through) in &batch.fetched_through {
-            state.ledger.skipped_through(slot, SourceOffset(through));
+            state.ledger.skipped_through(slot, through);
         }
     }
 
@@ -440,7 +440,7 @@ impl ProduceStage {
             .get(r.slot as usize)
             .map(|s| (s.source_topic.to_string(), s.partition, s.remote_topic.to_string()))
             .unwrap_or_default();
-        RecordRejected { flow: &self.flow, topic: &topic, partition, offset: r.offset.0, reason: &r.reason }.emit();
+        RecordRejected { flow: &self.flow, topic: &topic, partition, offset: r.offset.get(), reason: &r.reason }.emit();
         let permanent = matches!(
             code,
             Some(
@@ -454,7 +454,7 @@ impl ProduceStage {
             // last commit, so nothing is lost or written twice.
             return StageError::Transaction {
                 flow: self.flow.clone(),
-                what: format!("{topic}-{partition} offset {} was not written: {}", r.offset.0, r.reason),
+                what: format!("{topic}-{partition} offset {} was not written: {}", r.offset, r.reason),
             };
         }
         let hint = match code {
@@ -464,7 +464,7 @@ impl ProduceStage {
             Some(RDKafkaErrorCode::TopicAuthorizationFailed) => format!("grant strait WRITE on `{remote}` on the target"),
             _ => "fix the cause and restart strait; it resumes at this record".to_string(),
         };
-        StageError::Rejected { flow: self.flow.clone(), topic, partition, offset: r.offset.0, reason: r.reason, hint }
+        StageError::Rejected { flow: self.flow.clone(), topic, partition, offset: r.offset, reason: r.reason, hint }
     }
 }
 
