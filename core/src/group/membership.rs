@@ -366,19 +366,71 @@ fn member(
     stop: &Arc<Leave>,
     session: &Arc<GroupSession>,
 ) -> Result<(), ClusterError> {
-    let client_error = |what: &str, reason: String| ClusterError::Client {
-        alias: flow.target.to_string(),
-        what: what.to_string(),
-        reason,
+    let context = Context {
+        flow: flow.name(),
+        member: id,
+        events: events.clone(),
+        revoke_wait,
+        leaving: stop.clone(),
+        session: session.clone(),
+        unassigned_since: Mutex::new(Some(Instant::now())),
+        copies: AtomicBool::new(false),
+        rebalanced: AtomicBool::new(false),
     };
-    let target = config
-        .cluster(&flow.target)
-        .ok_or_else(|| client_error("looking up the cluster", "not in `clusters`".into()))?;
+    let (consumer, static_member) = group_consumer(config, flow, stamp, revoke_wait, context)?;
+    let mut settle = Settle {
+        stamp,
+        flow: flow.name(),
+        group: group_id(flow),
+        topic: tasks_topic(flow),
+        target: flow.target.to_string(),
+        member: id,
+        events: events.clone(),
+        seen: None,
+        checked: None,
+        yielded: false,
+        leave: stop.clone(),
+    };
+    settle.join(&consumer)?;
+    let stuck_after = stuck_after(revoke_wait, flow.group_session_timeout);
+    while !stop.now.load(Ordering::Relaxed) {
+        // The topic holds no record: polling only serves the group protocol and the callbacks.
+        let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
+        if let Some(Err(e)) = consumer.poll(wait) {
+            FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
+        }
+        settle.after_poll(&consumer)?;
+        // A member that yielded waits outside the group on purpose.
+        let waited = consumer.context().waited();
+        if !settle.yielded && waited > stuck_after {
+            MembershipRejoining { flow: &flow.name(), waited }.emit();
+            break;
+        }
+    }
+    if !static_member && !settle.yielded {
+        consumer.unsubscribe();
+    }
+    Ok(())
+}
+
+/// Prepares the flow's tasks topic and makes the consumer that is the flow's member of its
+/// group, not yet subscribed; `true` with it for a static member.
+fn group_consumer(
+    config: &Config,
+    flow: &FlowConfig,
+    stamp: Stamp,
+    revoke_wait: Duration,
+    context: Context,
+) -> Result<(BaseConsumer<Context>, bool), ClusterError> {
+    let target = config.cluster(&flow.target).ok_or_else(|| ClusterError::Client {
+        alias: flow.target.to_string(),
+        what: "looking up the cluster".into(),
+        reason: "not in `clusters`".into(),
+    })?;
     let admin = ClusterAdmin::connect(target, &flow.target_admin)?;
     check_reachable(&admin, target, REACH_TIMEOUT)?;
-    let topic = tasks_topic(flow);
     admin.ensure_exists(&TopicSpec {
-        name: topic.clone(),
+        name: tasks_topic(flow),
         partitions: flow.tasks as i32,
         replication_factor: flow.offset_storage_replication_factor,
         configs: Vec::new(),
@@ -402,88 +454,22 @@ fn member(
     if let Some(id) = &instance {
         forced.push(("group.instance.id", id));
     }
-    let context = Context {
-        flow: flow.name(),
-        member: id,
-        events: events.clone(),
-        revoke_wait,
-        leaving: stop.clone(),
-        session: session.clone(),
-        unassigned_since: Mutex::new(Some(Instant::now())),
-        copies: AtomicBool::new(false),
-        rebalanced: AtomicBool::new(false),
-    };
-    let stuck_after = stuck_after(revoke_wait, flow.group_session_timeout);
-    let consumer: BaseConsumer<Context> =
-        create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
-    let join = || {
-        consumer.subscribe(&[&topic]).map_err(|e| client_error(&format!("joining the group `{group}`"), e.to_string()))
-    };
-    join()?;
-    let mut settle = Settle {
-        stamp,
-        flow: flow.name(),
-        group: group.clone(),
-        seen: None,
-        checked: None,
-        yielded: false,
-        leave: stop.clone(),
-    };
-    while !stop.now.load(Ordering::Relaxed) {
-        // The topic holds no record: polling only serves the group protocol and the callbacks.
-        let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
-        if let Some(Err(e)) = consumer.poll(wait) {
-            FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
-        }
-        if settle.yielded {
-            if settle.due(CHECK_YIELDED)
-                && settle.check(&consumer).is_some_and(|a| !matches!(a, Agreement::Yielding { .. }))
-            {
-                settle.yielded = false;
-                consumer.context().waiting_since(Some(Instant::now()));
-                join()?;
-            }
-            continue;
-        }
-        let rebalanced = consumer.context().rebalanced.swap(false, Ordering::Relaxed);
-        if rebalanced || settle.due(CHECK_EVERY) {
-            match settle.check(&consumer) {
-                Some(Agreement::Yielding { .. }) => {
-                    // Leaving revokes every task: the flow stores its positions first, as for
-                    // any revocation, and the newer member's flow takes them on from there.
-                    consumer.context().copies.store(false, Ordering::Relaxed);
-                    consumer.unsubscribe();
-                    settle.yielded = true;
-                    continue;
-                }
-                Some(found) => {
-                    consumer.context().copies.store(found.copies(), Ordering::Relaxed);
-                    let tasks = if found.copies() { owned(&consumer) } else { BTreeSet::new() };
-                    if !stop.now.load(Ordering::Relaxed) {
-                        let _ = events.send(GroupEvent::Owned { flow: flow.name(), member: id, tasks });
-                    }
-                }
-                // Looked at again after the next poll; until then the flow keeps what it runs.
-                None => consumer.context().rebalanced.store(true, Ordering::Relaxed),
-            }
-        }
-        let waited = consumer.context().waited();
-        if waited > stuck_after {
-            MembershipRejoining { flow: &flow.name(), waited }.emit();
-            break;
-        }
-    }
-    if instance.is_none() && !settle.yielded {
-        consumer.unsubscribe();
-    }
-    Ok(())
+    let consumer = create_client(target, &flow.target_admin, "group member", &[], &forced, context)?;
+    Ok((consumer, instance.is_some()))
 }
 
-/// A member's view of its group's settings: when it last looked and what it found.
+/// A member's view of its group's settings: when it last looked and what it found, and what
+/// it tells its flow.
 struct Settle {
     stamp: Stamp,
     flow: String,
     group: String,
+    /// The tasks topic the member subscribes to.
+    topic: String,
+    /// The target's alias, for errors.
+    target: String,
+    member: u64,
+    events: Sender<GroupEvent>,
     seen: Option<Agreement>,
     checked: Option<Instant>,
     /// The member left its group to newer settings and stays out while they are there.
@@ -492,6 +478,53 @@ struct Settle {
 }
 
 impl Settle {
+    /// Joins the group, or joins it again after yielding.
+    fn join(&self, consumer: &BaseConsumer<Context>) -> Result<(), ClusterError> {
+        consumer.subscribe(&[&self.topic]).map_err(|e| ClusterError::Client {
+            alias: self.target.clone(),
+            what: format!("joining the group `{}`", self.group),
+            reason: e.to_string(),
+        })
+    }
+
+    /// After each poll: a member that yielded joins again once no newer settings are in the
+    /// group; any other looks at the settings after a rebalance or every [`CHECK_EVERY`], and
+    /// then yields, or tells the flow the tasks it may copy (none while it waits).
+    fn after_poll(&mut self, consumer: &BaseConsumer<Context>) -> Result<(), ClusterError> {
+        if self.yielded {
+            if self.due(CHECK_YIELDED) && self.check(consumer).is_some_and(|a| !matches!(a, Agreement::Yielding { .. }))
+            {
+                self.yielded = false;
+                consumer.context().waiting_since(Some(Instant::now()));
+                self.join(consumer)?;
+            }
+            return Ok(());
+        }
+        let rebalanced = consumer.context().rebalanced.swap(false, Ordering::Relaxed);
+        if !rebalanced && !self.due(CHECK_EVERY) {
+            return Ok(());
+        }
+        match self.check(consumer) {
+            Some(Agreement::Yielding { .. }) => {
+                // Leaving revokes every task: the flow stores its positions first, as for any
+                // revocation, and the newer member's flow takes them on from there.
+                consumer.context().copies.store(false, Ordering::Relaxed);
+                consumer.unsubscribe();
+                self.yielded = true;
+            }
+            Some(found) => {
+                consumer.context().copies.store(found.copies(), Ordering::Relaxed);
+                let tasks = if found.copies() { owned(consumer) } else { BTreeSet::new() };
+                if !self.leave.now.load(Ordering::Relaxed) {
+                    let _ = self.events.send(GroupEvent::Owned { flow: self.flow.clone(), member: self.member, tasks });
+                }
+            }
+            // Looked at again after the next poll; until then the flow keeps what it runs.
+            None => consumer.context().rebalanced.store(true, Ordering::Relaxed),
+        }
+        Ok(())
+    }
+
     /// Whether `every` passed since the last look.
     fn due(&self, every: Duration) -> bool {
         self.checked.is_none_or(|t| t.elapsed() >= every)
