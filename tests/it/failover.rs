@@ -407,3 +407,55 @@ fn a_group_committed_at_the_start_of_an_empty_partition_fails_over_to_the_start_
     }
     assert_eq!(read, 100, "the failed-over group skipped records produced after its commit");
 }
+
+/// Checkpoints already in `us-east.checkpoints.internal` on us-west, written there by another
+/// replicator of the same clusters, for a group this flow does not include and for this flow's
+/// group on a topic it does not replicate: group offset sync commits neither, while it does
+/// sync the flow's own group (the sentinel that sync rounds ran after the foreign checkpoints
+/// were read).
+#[test]
+fn group_offset_sync_commits_only_the_groups_and_topics_of_its_own_flow() {
+    let s = stand();
+    let Replicated { topic, group, strait: first, remote, config, .. } = replicated_orders("");
+    drop(first);
+    let foreign_group = unique("foreign-cg");
+    let foreign_topic = format!("us-east.{}", unique("not-replicated"));
+    let checkpoint = |group: &str, topic: &str| {
+        let c = Checkpoint {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition: 0,
+            upstream: 5,
+            downstream: 5,
+            metadata: String::new(),
+        };
+        let mut r = TestRecord::kv(0, "", "");
+        (r.key, r.value) = (Some(c.encode_key()), Some(c.encode_value()));
+        r
+    };
+    produce(
+        &s.west,
+        "us-east.checkpoints.internal",
+        &[checkpoint(&foreign_group, &remote), checkpoint(&group, &foreign_topic)],
+        &[],
+    );
+
+    // Restarted, the flow reads every checkpoint back (for monotonic checkpoints), foreign ones
+    // included.
+    let strait = Strait::start(&config);
+    consume_as_group(&s.east, &topic, &group, 30);
+    let committed = committed_offsets(&s.east, &group, &topic, 3);
+    wait_for_group_sync(&s.west, &group, &remote, &committed, &strait);
+    assert_eq!(
+        committed_offsets(&s.west, &foreign_group, &remote, 3),
+        vec![-1, -1, -1],
+        "a group the flow does not include was committed on the target\nlog:\n{}",
+        strait.log_text()
+    );
+    assert_eq!(
+        committed_offsets(&s.west, &group, &foreign_topic, 1),
+        vec![-1],
+        "the flow's group was committed on a topic the flow does not replicate\nlog:\n{}",
+        strait.log_text()
+    );
+}

@@ -9,7 +9,7 @@
 
 mod groups;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,6 +118,28 @@ impl Translation {
     }
 }
 
+/// A checkpoint's identity: (group, topic on the target, partition).
+pub type CheckpointKey = (String, String, i32);
+
+/// The checkpoints group offset sync may commit, by group: the latest of those the flow's own
+/// checkpoint round covers (`owned`). The checkpoints topic is shared by every replicator of the
+/// same source and target, and a flow reads it all back at start, so `last` also holds other
+/// replicators' groups and topics: committing those would move groups this flow was never
+/// asked to fail over.
+pub fn owned_checkpoints(
+    last: &HashMap<CheckpointKey, Checkpoint>,
+    owned: &HashSet<CheckpointKey>,
+) -> BTreeMap<String, Vec<Checkpoint>> {
+    let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
+    for (key, checkpoint) in last.iter().filter(|(key, _)| owned.contains(*key)) {
+        by_group.entry(key.0.clone()).or_default().push(checkpoint.clone());
+    }
+    for checkpoints in by_group.values_mut() {
+        checkpoints.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    }
+    by_group
+}
+
 /// Which checkpoints to commit for an empty group on the target: those ahead of its commits.
 pub fn ahead_of(checkpoints: &[Checkpoint], committed: &[Committed]) -> Vec<Committed> {
     checkpoints
@@ -164,7 +186,11 @@ pub struct CheckpointTask {
     pub topic: String,
     /// The latest checkpoint per (group, target topic, partition), read back at start so
     /// checkpoints stay monotonic across restarts.
-    pub last: HashMap<(String, String, i32), Checkpoint>,
+    pub last: HashMap<CheckpointKey, Checkpoint>,
+    /// The (group, target topic, partition)s the latest checkpoint round covered: groups that
+    /// pass the flow's filters, on partitions it translates. Group offset sync commits only
+    /// these.
+    pub owned: HashSet<CheckpointKey>,
 }
 
 /// The clients a flow's checkpoint rounds read groups and positions through, shared with the
@@ -215,6 +241,7 @@ impl CheckpointTask {
             producer,
             topic,
             last,
+            owned: HashSet::new(),
         }))
     }
 
@@ -232,9 +259,9 @@ impl CheckpointTask {
     }
 
     /// The source's groups this flow checkpoints: `groups`/`groups.exclude` and the policy's
-    /// group filter. A filter that fails holds back its group only, until a later round, and
-    /// clears `every_group_read`.
-    fn groups(&self, every_group_read: &mut bool) -> Result<Vec<String>, ClusterError> {
+    /// group filter. A filter that fails holds back its group only, until a later round: it goes
+    /// to `held`.
+    fn groups(&self, held: &mut Vec<String>) -> Result<Vec<String>, ClusterError> {
         let mut groups = Vec::new();
         for group in self.source_groups.list()? {
             if group == "strait" || !self.config.groups.matches(&group) {
@@ -244,12 +271,12 @@ impl CheckpointTask {
                 Ok(true) => groups.push(group),
                 Ok(false) => {}
                 Err(e) => {
-                    *every_group_read = false;
                     FlowRetrying {
                         flow: &self.flow,
                         what: &format!("group `{group}` not checkpointed this round: {e}"),
                     }
-                    .emit()
+                    .emit();
+                    held.push(group);
                 }
             }
         }
@@ -302,21 +329,22 @@ impl CheckpointTask {
 
         // Pruning the mapping needs the oldest offset of every group: a group not read this
         // round could be the one still needing a run.
-        let mut every_group_read = true;
+        let mut held = Vec::new();
         let mut oldest: HashMap<(String, i32), SourceOffset> = HashMap::new();
-        let groups = self.groups(&mut every_group_read)?;
+        let groups = self.groups(&mut held)?;
         let (mut written, mut moved_groups) = (0, 0);
+        let mut owned = HashSet::new();
         for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
             // A group whose offsets could not be read is held back alone, until a later round.
             let committed = match committed {
                 Ok(committed) => committed,
                 Err(e) => {
-                    every_group_read = false;
                     FlowRetrying {
                         flow: &self.flow,
                         what: &format!("group `{group}` not checkpointed this round: {e}"),
                     }
                     .emit();
+                    held.push(group);
                     continue;
                 }
             };
@@ -324,6 +352,10 @@ impl CheckpointTask {
                 let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(SourceOffset(c.offset));
                 *at = (*at).min(SourceOffset(c.offset));
             }
+            owned.extend(committed.iter().filter_map(|c| {
+                let w = by_partition.get(&(c.topic.as_str(), c.partition))?;
+                Some((group.clone(), w.target_topic.clone(), c.partition))
+            }));
             let wrote = self.write_checkpoints(group.as_str(), &committed, &by_partition, translation);
             written += wrote;
             moved_groups += usize::from(wrote > 0);
@@ -331,6 +363,9 @@ impl CheckpointTask {
         if written > 0 {
             let _ = self.producer.flush(ROUND_STEP_TIMEOUT);
         }
+        // A group held back this round keeps what it covered before.
+        owned.extend(self.owned.iter().filter(|(g, _, _)| held.contains(g)).cloned());
+        self.owned = owned;
         CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
         // A run can only go when a later one exists: partitions with one run cost no request.
         let prunable: Vec<(String, i32)> = watched
@@ -339,7 +374,7 @@ impl CheckpointTask {
             .map(|w| (w.source_topic.clone(), w.partition))
             .filter(|id| translation.forward.partitions.get(id).is_some_and(|m| m.runs().nth(1).is_some()))
             .collect();
-        self.prune(&mut translation.forward, &prunable, every_group_read.then_some(&oldest));
+        self.prune(&mut translation.forward, &prunable, held.is_empty().then_some(&oldest));
         Ok(())
     }
 
@@ -399,12 +434,10 @@ impl CheckpointTask {
         OffsetRunsDeleted { flow: &self.flow, runs: dead.len() }.emit();
     }
 
-    /// Commits the latest checkpoints of every group that is empty on the target, where they are
-    /// ahead of what it committed there.
+    /// Commits the latest checkpoints of every group of this flow that is empty on the target,
+    /// where they are ahead of what it committed there.
     fn sync_round(&mut self) {
-        let groups: BTreeSet<String> = self.last.keys().map(|(g, _, _)| g.clone()).collect();
-        for group in groups {
-            let checkpoints: Vec<Checkpoint> = self.last.values().filter(|c| c.group == group).cloned().collect();
+        for (group, checkpoints) in owned_checkpoints(&self.last, &self.owned) {
             match sync_group(&self.target_groups, &group, &checkpoints) {
                 Ok(SyncOutcome::Active(members)) => {
                     GroupSyncSkipped { flow: &self.flow, group: &group, members }.emit()
@@ -505,6 +538,31 @@ mod tests {
         assert!(due(Some(&cp(10, 10)), 20, 20));
         assert!(!due(Some(&cp(20, 20)), 25, 15), "translation went back while the group moved on");
         assert!(due(Some(&cp(90, 90)), 10, 10), "the group was rewound upstream");
+    }
+
+    #[test]
+    fn group_sync_commits_only_what_the_flow_itself_checkpoints() {
+        let at = |group: &str, topic: &str, partition| {
+            let c = Checkpoint { group: group.into(), topic: topic.into(), partition, ..cp(5, 7) };
+            ((group.to_string(), topic.to_string(), partition), c)
+        };
+        // Read back from a checkpoints topic other replicators of the same clusters share.
+        let last: HashMap<CheckpointKey, Checkpoint> =
+            [at("ours", "a.t", 1), at("ours", "a.t", 0), at("ours", "a.foreign", 0), at("theirs", "a.t", 0)]
+                .into_iter()
+                .collect();
+        let owned: HashSet<CheckpointKey> =
+            [("ours".into(), "a.t".into(), 0), ("ours".into(), "a.t".into(), 1), ("new".into(), "a.t".into(), 0)]
+                .into_iter()
+                .collect();
+        let synced = owned_checkpoints(&last, &owned);
+        assert_eq!(synced.keys().collect::<Vec<_>>(), vec!["ours"], "no foreign group, none without a checkpoint");
+        assert_eq!(
+            synced["ours"].iter().map(|c| (c.topic.as_str(), c.partition)).collect::<Vec<_>>(),
+            vec![("a.t", 0), ("a.t", 1)],
+            "no foreign topic"
+        );
+        assert!(owned_checkpoints(&last, &HashSet::new()).is_empty(), "nothing before the first round");
     }
 
     #[test]
