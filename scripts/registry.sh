@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# scripts/registry.sh - a real Confluent-compatible schema registry next to each test cluster:
+# Apicurio Registry from Maven Central, in-memory storage, its Confluent API under
+# /apis/ccompat/v7. No Docker, just the Maven Central assembly and `java`.
+#
+# Usage:
+#   registry.sh fetch                     download and unpack the registry (idempotent)
+#   registry.sh start NAME PORT [USER:PASSWORD]
+#                                         start registry NAME on 127.0.0.1:PORT (basic auth when
+#                                         USER:PASSWORD is given; health and metrics on PORT+1);
+#                                         last stdout line = its URL
+#   registry.sh stop NAME                 stop NAME; no-op if stopped
+#   registry.sh stop-all                  stop every registry under the state dir
+#   registry.sh url NAME                  print NAME's Confluent-compatible URL
+#   registry.sh java                      print the Java it runs on (fails if there is none >= 21)
+#
+# Apicurio Registry 3.3 is compiled for Java 21 (class file 65): on Java 17 it stops at start with
+# UnsupportedClassVersionError. The script takes the first Java >= 21 it finds: $REGISTRY_JAVA,
+# then JDKs under /usr/lib/jvm, then `java` on the PATH.
+# State: ${STRAIT_REGISTRY_DIR:-/tmp/strait-registry}/NAME/ (pid, stdout.log, url).
+set -euo pipefail
+
+VERSION=3.3.3
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${STRAIT_CACHE:-$HOME/.cache/strait}/apicurio-registry-$VERSION
+STATE=${STRAIT_REGISTRY_DIR:-/tmp/strait-registry}
+START_TIMEOUT=${STRAIT_REGISTRY_START_TIMEOUT:-90}
+
+log() { echo "registry.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+usage() { sed -n '6,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+
+fetch() {
+  [[ -f $CACHE/.complete ]] && return 0
+  command -v mvn >/dev/null || die "mvn not found (needed once to fetch Apicurio Registry $VERSION)"
+  mkdir -p "$CACHE"
+  local lock tmp
+  exec {lock}>"$CACHE.lock"
+  flock "$lock"
+  if [[ ! -f $CACHE/.complete ]]; then
+    tmp=$(mktemp -d "$CACHE.tmp.XXXX")
+    log "fetching Apicurio Registry $VERSION into $CACHE (first run only)"
+    # The `all` assembly is served as tar.gz only.
+    if ! mvn -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+        -Dartifact="io.apicurio:apicurio-registry-app:$VERSION:tar.gz:all" \
+        -DoutputDirectory="$tmp" >"$tmp/fetch.log" 2>&1; then
+      grep -E 'ERROR|FAIL' "$tmp/fetch.log" | head -n 20 >&2 || true
+      die "mvn failed to fetch Apicurio Registry $VERSION (full output: $tmp/fetch.log)"
+    fi
+    tar -xzf "$tmp"/apicurio-registry-app-*.tar.gz -C "$tmp"
+    rm -f "$tmp"/apicurio-registry-app-*.tar.gz
+    [[ -f $tmp/quarkus-run.jar ]] || die "the assembly has no quarkus-run.jar ($tmp)"
+    rm -rf "$CACHE" && mv "$tmp" "$CACHE"
+    touch "$CACHE/.complete"
+  fi
+  exec {lock}>&-
+}
+
+java_major() { "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
+
+find_java() {
+  local j
+  for j in ${REGISTRY_JAVA:-} /usr/lib/jvm/*/bin/java "$(command -v java || true)"; do
+    [[ -n $j && -x $j ]] || continue
+    if (( $(java_major "$j" || echo 0) >= 21 )); then echo "$j"; return 0; fi
+  done
+  die "Apicurio Registry $VERSION needs Java 21 or newer and none was found (set REGISTRY_JAVA, or install openjdk-21-jre-headless)"
+}
+
+check_name() { [[ ${1-} =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "bad registry name '${1-}'"; }
+
+alive() { [[ -f $1/pid ]] && kill -0 "$(<"$1/pid")" 2>/dev/null; }
+
+cmd_start() {
+  (($# == 2 || $# == 3)) || usage
+  local name=$1 port=$2 auth=${3-} dir java url
+  check_name "$name"
+  dir=$STATE/$name
+  url="http://127.0.0.1:$port/apis/ccompat/v7"
+  if alive "$dir"; then
+    [[ $(<"$dir/url") == "$url" ]] || die "registry $name already runs at $(<"$dir/url")"
+    echo "$url"; return 0
+  fi
+  fetch
+  java=$(find_java)
+  mkdir -p "$dir"
+  local props=(-Dquarkus.http.port="$port" -Dquarkus.http.host=127.0.0.1
+    -Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=h2
+    -Dquarkus.management.port=$((port + 1)) -Dquarkus.management.host=127.0.0.1
+    -Dquarkus.otel.sdk.disabled=true -Dquarkus.log.level=WARN)
+  if [[ -n $auth ]]; then
+    # Quarkus's own users from properties: every API call needs HTTP basic auth.
+    props+=(-Dquarkus.http.auth.basic=true
+      -Dquarkus.security.users.embedded.enabled=true
+      -Dquarkus.security.users.embedded.plain-text=true
+      "-Dquarkus.security.users.embedded.users.${auth%%:*}=${auth#*:}"
+      -Dquarkus.http.auth.permission.apis.paths=/apis/*
+      -Dquarkus.http.auth.permission.apis.policy=authenticated)
+  fi
+  log "starting registry $name on $url (Java: $java)"
+  # The whole registry in ~300 MiB: it holds a few hundred schemas at most here.
+  setsid "$java" -Xmx384m "${props[@]}" -jar "$CACHE/quarkus-run.jar" >"$dir/stdout.log" 2>&1 </dev/null &
+  echo $! >"$dir/pid"
+  echo "$url" >"$dir/url"
+  local deadline=$((SECONDS + START_TIMEOUT)) code
+  while ((SECONDS < deadline)); do
+    alive "$dir" || { tail -n 30 "$dir/stdout.log" >&2; die "registry $name exited at start (log: $dir/stdout.log)"; }
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$url/subjects" || true)
+    # 401 is an answer too: the registry is up and asks for credentials.
+    if [[ $code == 200 || $code == 401 ]]; then echo "$url"; return 0; fi
+    sleep 0.5
+  done
+  tail -n 30 "$dir/stdout.log" >&2
+  cmd_stop "$name"
+  die "registry $name did not answer on $url within ${START_TIMEOUT}s (log: $dir/stdout.log)"
+}
+
+cmd_stop() {
+  (($# == 1)) || usage
+  local dir=$STATE/$1 pid i
+  check_name "$1"
+  alive "$dir" || { rm -f "$dir/pid"; return 0; }
+  pid=$(<"$dir/pid")
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$dir/pid"
+}
+
+main() {
+  local cmd=${1-}; shift || true
+  case $cmd in
+    fetch) fetch ;;
+    start) cmd_start "$@" ;;
+    stop) cmd_stop "$@" ;;
+    stop-all) for d in "$STATE"/*/; do [[ -d $d ]] && cmd_stop "$(basename "$d")"; done ;;
+    url) check_name "${1-}"; cat "$STATE/$1/url" ;;
+    java) find_java ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
