@@ -32,6 +32,7 @@ pub mod operator;
 pub mod pipeline;
 pub mod policy;
 pub mod record;
+pub mod schemas;
 pub mod site;
 pub mod slot_vec;
 pub mod topics;

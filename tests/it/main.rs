@@ -26,6 +26,7 @@ mod reload;
 mod replication;
 mod restart;
 mod scale_out;
+mod schemas;
 mod security;
 mod shutdown;
 mod topic_sync;

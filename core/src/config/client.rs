@@ -303,6 +303,20 @@ pub(crate) const STORE_KEYS: &[&str] = &[
     "ssl.key.password",
 ];
 
+/// The keys under `<alias>.` that configure that cluster's schema registry client (see
+/// `schemas.rs`).
+const REGISTRY_KEYS: &[&str] = &[
+    "schema.registry.url",
+    "schema.registry.basic.auth.credentials.source",
+    "schema.registry.basic.auth.user.info",
+    "schema.registry.ssl.ca.location",
+];
+
+/// Whether `key` (after `<alias>.`) configures the cluster's schema registry client.
+pub(super) fn is_registry_key(key: &str) -> bool {
+    REGISTRY_KEYS.contains(&key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use super::client::{is_common_client_key, ClientRole, ClientSettings, Setting};
+use super::client::{is_common_client_key, is_registry_key, ClientRole, ClientSettings, Setting};
 use super::properties::Property;
 use super::{default_positions_topic, ClusterAlias, ClusterConfig, Config, ConfigError, FlowConfig};
 
@@ -63,6 +63,12 @@ const FLOW_KEYS: &[&str] = &[
     "use.defaults.from",
     "sync.topic.acls.enabled",
     "sync.topic.acls.interval.seconds",
+    "schema.ids",
+    "schema.subjects",
+    "schema.subjects.exclude",
+    "schema.versions",
+    "schema.strict",
+    "schema.sync.interval.seconds",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -209,7 +215,7 @@ fn clusters(scopes: &Scopes, aliases: &[String], clusters_line: usize) -> Result
 fn warn_unsupported(scopes: &Scopes, warnings: &mut BTreeMap<String, String>) {
     for ((alias, key), p) in &scopes.cluster {
         let role_key = ["consumer.", "producer.", "admin."].iter().any(|r| key.starts_with(r));
-        if !(role_key || is_common_client_key(key)) {
+        if !(role_key || is_common_client_key(key) || is_registry_key(key)) {
             warnings.entry(p.key.clone()).or_insert_with(|| {
                 format!(
                     "line {}: `{}` is not supported yet at cluster level for `{alias}`; it is ignored",
@@ -380,6 +386,17 @@ impl FlowScope<'_> {
             .or_else(|| self.scopes.top.get(key))
     }
 
+    /// `<alias>.<key>` of the flow's `source` or `target` cluster; no top-level fallback.
+    pub(super) fn cluster_get(&self, source: bool, key: &str) -> Option<&Property> {
+        let alias = if source { self.source } else { self.target };
+        self.scopes.cluster.get(&(alias.to_string(), key.to_string()))
+    }
+
+    /// The flow's source and target aliases.
+    pub(super) fn aliases(&self) -> (&str, &str) {
+        (self.source, self.target)
+    }
+
     pub(super) fn parse_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, ConfigError> {
         match self.get(key) {
             None => Ok(default),
@@ -418,6 +435,7 @@ impl FlowScope<'_> {
             tasks: self.parse_or("tasks.max", 12u32)?.max(1),
             group_session_timeout: Duration::from_millis(self.parse_or("strait.group.session.timeout.ms", 10_000u64)?),
             exactly_once: self.exactly_once()?,
+            schemas: self.schemas(warnings)?,
             transaction_interval: self.transaction_interval(positive("offset.flush.interval.ms", 1000)?)?,
             separator,
             replication_factor: self.parse_or("replication.factor", -1)?,
@@ -524,7 +542,7 @@ impl FlowScope<'_> {
         }
     }
 
-    fn name_filter(&self, key: &str, default_exclude: &str) -> Result<TopicFilter, ConfigError> {
+    pub(super) fn name_filter(&self, key: &str, default_exclude: &str) -> Result<TopicFilter, ConfigError> {
         let include = self.get(key).map(|p| (p.value.as_str(), p.line)).unwrap_or((".*", 0));
         let exclude = self
             .get(&format!("{key}.exclude"))

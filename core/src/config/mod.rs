@@ -7,6 +7,7 @@
 mod client;
 mod flow;
 pub mod properties;
+mod schemas;
 mod stores;
 mod sync;
 
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 pub use client::{ClientRole, ClientSettings, Setting};
 pub use flow::{PolicyKind, TopicFilter};
+pub use schemas::{IdMode, RegistryAccess, SchemaSync};
 pub use stores::{store_kind, store_settings, StoreError, StoreKind};
 pub use sync::{TopicConfigSync, DEFAULT_CONFIG_PROPERTIES_EXCLUDE};
 
@@ -154,6 +156,8 @@ pub struct FlowConfig {
     /// `transaction.boundary.interval.ms` (Kafka Connect's key): how often an exactly-once flow
     /// commits; unset, `offset.flush.interval.ms`, as in Connect.
     pub transaction_interval: Duration,
+    /// Schema registry sync (`<alias>.schema.registry.url` on both sides, `schema.*`).
+    pub schemas: Option<SchemaSync>,
     /// Settings for the consumer on the source cluster.
     pub consumer: ClientSettings,
     /// Settings for the producer on the target cluster.

@@ -17,7 +17,9 @@ pub use flows::{
 };
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
-pub use topics::{AclSyncUnavailable, TopicAclsSynced, TopicConfigsSynced};
+pub use topics::{
+    AclSyncUnavailable, SchemaCopied, SchemaIdNotCopied, SchemaRecords, TopicAclsSynced, TopicConfigsSynced,
+};
 
 use metrics::{counter, gauge};
 use tracing::{debug, error, info, warn};

@@ -22,6 +22,7 @@ use crate::pipeline::{
     Periodic, PositionWriter, ProduceStage, RecordFilter, RecordTransform, Slots, StageError, StageTask, Unchanged,
 };
 use crate::policy::{FlowPolicy, PolicyEngine, ReplicationPolicy, RouteGuard};
+use crate::schemas::{IdTable, Registry, SchemaIds, SchemaWorker};
 use crate::site::Site;
 use crate::topics::{Discovery, TopicSync};
 
@@ -241,12 +242,49 @@ fn record_stages(
             .push(Box::new(RecordHook::new(component.instantiate(flow)?, slots.clone(), &site.name).reloading(flow)));
         transform = Box::new(ApplyEdits::new(component.name(), guard));
     }
+    if let Some(ids) = schema_ids(site)? {
+        transform = Box::new(vec![transform, ids]);
+    }
     let filter: Box<dyn RecordFilter> = match filters.len() {
         0 => Box::new(KeepAll),
         1 => filters.remove(0),
         _ => Box::new(filters),
     };
     Ok(RecordStages { filter, transform })
+}
+
+/// The transform that carries schema ids across, when both clusters name a registry, and its
+/// worker on a thread of its own, which ends when the transform is dropped with the flow.
+fn schema_ids(site: &Site<'_>) -> Result<Option<Box<dyn RecordTransform>>, FlowError> {
+    let Some(config) = site.flow.schemas.clone() else { return Ok(None) };
+    let (source, target) = (site.source.alias.as_str(), site.target.alias.as_str());
+    let table = Arc::new(IdTable::default());
+    let (wanted_tx, wanted_rx) = crossbeam_channel::unbounded();
+    let admin = site.source_admin.clone();
+    let worker = SchemaWorker {
+        flow: site.name.clone(),
+        source_alias: source.to_string(),
+        source: Registry::new(source, &config.source)?,
+        target: Registry::new(target, &config.target)?,
+        naming: site.naming()?,
+        topics: site.flow.topics.clone(),
+        filters: site.filters.clone(),
+        source_topics: Box::new(move || {
+            admin.partition_counts().map(|c| c.into_keys().collect()).map_err(|e| e.to_string())
+        }),
+        table: table.clone(),
+        config: config.clone(),
+    };
+    let stop = site.stop.clone();
+    std::thread::Builder::new()
+        .name(format!("schemas {}", site.name))
+        .spawn(move || worker.run(wanted_rx, stop))
+        .map_err(|e| StageError::Thread {
+            flow: site.name.clone(),
+            stage: "schemas",
+            what: format!("cannot start: {e}"),
+        })?;
+    Ok(Some(Box::new(SchemaIds::new(&site.name, source, config.ids, config.strict, table, wanted_tx))))
 }
 
 /// The filter and transform stages' work.

@@ -15,6 +15,9 @@ pub enum FlowError {
     /// Topic discovery failed at start-up.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
+    /// A schema registry client could not be set up (its TLS settings).
+    #[error(transparent)]
+    Schemas(#[from] crate::schemas::RegistryError),
 }
 
 impl FlowError {
@@ -26,6 +29,7 @@ impl FlowError {
             FlowError::Discovery(e) => {
                 !matches!(e, DiscoveryError::Policy(_) | DiscoveryError::Sync(SyncError::Policy(_)))
             }
+            FlowError::Schemas(e) => e.is_transient(),
         }
     }
 }

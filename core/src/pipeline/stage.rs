@@ -13,9 +13,10 @@ use crate::record::{Batch, HookError, RecordFilter, RecordTransform};
 
 /// The work of a middle stage on one batch.
 pub trait Work: Send {
-    /// Whether the work can take a batch now. A record hook whose component is being compiled
-    /// again says no, so the batch waits for the new component without blocking the thread.
-    fn ready(&mut self) -> bool {
+    /// Whether the work can take `batch` now. A record hook whose component is being compiled
+    /// again says no, and so does a transform waiting for a schema the batch carries, so the
+    /// batch waits without blocking the thread.
+    fn ready(&mut self, _batch: &Batch) -> bool {
         true
     }
 
@@ -24,7 +25,7 @@ pub trait Work: Send {
 }
 
 impl Work for Box<dyn RecordFilter> {
-    fn ready(&mut self) -> bool {
+    fn ready(&mut self, _batch: &Batch) -> bool {
         RecordFilter::ready(self.as_mut())
     }
 
@@ -34,6 +35,10 @@ impl Work for Box<dyn RecordFilter> {
 }
 
 impl Work for Box<dyn RecordTransform> {
+    fn ready(&mut self, batch: &Batch) -> bool {
+        RecordTransform::ready(self.as_mut(), batch)
+    }
+
     fn work(&mut self, batch: &mut Batch) -> Result<(), HookError> {
         self.transform(batch)
     }
@@ -145,7 +150,7 @@ impl StageTask for MiddleStage {
                 Err(RecvTimeoutError::Disconnected) => return Ok(Step::Finished),
             },
         };
-        if !self.work.ready() {
+        if !self.work.ready(&batch) {
             self.held = Some(batch);
             std::thread::sleep(wait.min(NOT_READY_WAIT));
             return Ok(Step::Idle);
@@ -155,7 +160,8 @@ impl StageTask for MiddleStage {
     }
 
     fn polling(&self) -> bool {
-        // A batch held for a component being compiled: nothing rings when it is ready.
+        // A batch held for a component being compiled or a schema being copied: nothing rings
+        // when it is ready.
         self.held.is_some()
     }
 }

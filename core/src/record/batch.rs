@@ -166,6 +166,11 @@ impl Batch {
         self.data.get(span.range()).unwrap_or_default()
     }
 
+    /// The bytes `span` names, to change in place; empty if it lies outside the buffer.
+    pub fn bytes_mut(&mut self, span: Span) -> &mut [u8] {
+        self.data.get_mut(span.range()).unwrap_or_default()
+    }
+
     /// The key of `record`.
     pub fn key(&self, record: &Record) -> Option<&[u8]> {
         record.key.map(|s| self.bytes(s))

@@ -52,6 +52,31 @@ impl RecordFilter for Vec<Box<dyn RecordFilter>> {
 pub trait RecordTransform: Send {
     /// Rewrites records in place; an error stops the flow before the batch.
     fn transform(&mut self, batch: &mut Batch) -> Result<(), HookError>;
+
+    /// Whether the transform can take `batch` now: one that needs something fetched first (a
+    /// schema not yet on the target) says no and starts fetching it, so the batch waits without
+    /// blocking the stage's thread.
+    fn ready(&mut self, _batch: &Batch) -> bool {
+        true
+    }
+}
+
+/// Transforms applied one after the other.
+impl RecordTransform for Vec<Box<dyn RecordTransform>> {
+    fn transform(&mut self, batch: &mut Batch) -> Result<(), HookError> {
+        for t in self.iter_mut() {
+            t.transform(batch)?;
+        }
+        Ok(())
+    }
+
+    fn ready(&mut self, batch: &Batch) -> bool {
+        let mut all = true;
+        for t in self.iter_mut() {
+            all &= t.ready(batch);
+        }
+        all
+    }
 }
 
 /// Leaves records as they are (a flow without a record hook: no batch carries edits).

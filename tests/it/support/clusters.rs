@@ -200,3 +200,67 @@ impl Drop for OwnCluster {
         let _ = Command::new("bash").arg(repo_root().join("scripts/kafka.sh")).args(["stop", &self.name]).output();
     }
 }
+
+/// A schema registry next to each cluster of the stand: their Confluent-compatible URLs.
+pub struct Registries {
+    pub east: String,
+    pub west: String,
+}
+
+/// Starts (or finds running) a real registry next to each cluster (`scripts/registry.sh`).
+pub fn registries() -> &'static Registries {
+    static REGISTRIES: OnceLock<Registries> = OnceLock::new();
+    REGISTRIES.get_or_init(|| Registries {
+        east: start_registry("us-east", 18081, None),
+        west: start_registry("us-west", 28081, None),
+    })
+}
+
+/// Starts (or finds running) registry `name` on `port`, asking for `auth` (`user:password`)
+/// when given; its Confluent-compatible URL.
+pub fn start_registry(name: &str, port: u16, auth: Option<&str>) -> String {
+    let port = port.to_string();
+    let mut args = vec!["start", name, &port];
+    args.extend(auth);
+    registry_sh(&args)
+}
+
+/// Stops registry `name`.
+pub fn stop_registry(name: &str) {
+    registry_sh(&["stop", name]);
+}
+
+/// Runs `scripts/registry.sh` and returns its last stdout line; panics with its output on failure.
+fn registry_sh(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/registry.sh"))
+        .args(args)
+        .output()
+        .expect("bash must be on PATH to run scripts/registry.sh");
+    assert!(
+        out.status.success(),
+        "scripts/registry.sh {args:?} failed ({}): this test needs a real schema registry.\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string()
+}
+
+/// Runs a real serializer tool (`scripts/serdes.sh TOOL ARGS`): its JSON lines.
+pub fn serdes(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/serdes.sh"))
+        .args(args)
+        .output()
+        .expect("bash must be on PATH to run scripts/serdes.sh");
+    assert!(
+        out.status.success(),
+        "scripts/serdes.sh {args:?} failed ({}):\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("scripts/serdes.sh printed `{l}`: {e}")))
+        .collect()
+}

@@ -1,0 +1,209 @@
+//! Schemas follow the records, on real clusters and real registries (Apicurio Registry's
+//! Confluent-compatible API, `scripts/registry.sh`): records written by confluent-kafka's own
+//! Avro serializer on the source are read on the target by its deserializer pointed at the
+//! target's registry.
+
+use std::time::Duration;
+
+use crate::support::*;
+use serde_json::Value;
+use strait_core::config::RegistryAccess;
+use strait_core::schemas::{Registry, Schema};
+
+fn registry(alias: &str, url: &str) -> Registry {
+    let access = RegistryAccess { url: url.to_string(), user_info: None, ca_location: None, line: 0 };
+    Registry::new(alias, &access).expect("registry client")
+}
+
+/// (key, value) of each record a tool printed, in a stable order.
+fn records(lines: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = lines.iter().map(|l| (l["key"].to_string(), l["value"].to_string())).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn avro_records_cross_with_their_schemas_and_read_back_through_the_target_registry() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-orders");
+    create_topic(&s.east, &topic, 3, 3, &[]);
+    let (east, west) = (registry("us-east", &r.east), registry("us-west", &r.west));
+    // Schemas already on the target take its first ids, so ids that crossed unchanged would
+    // name the wrong schemas there.
+    for i in 0..3 {
+        let junk = Schema {
+            schema: format!(r#"{{"type":"record","name":"Junk{i}","fields":[{{"name":"f","type":"int"}}]}}"#),
+            schema_type: None,
+            references: Vec::new(),
+        };
+        west.register(&unique("junk-value"), &junk).expect("junk schema on the target");
+    }
+    let mut sent = serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "30"]);
+    east.set_compatibility(&format!("{topic}-value"), "BACKWARD").expect("source compatibility");
+
+    // The file `examples/schema-registry` ships, its registries where the stand runs them.
+    let config = example("schema-registry", &topic)
+        .replace("http://127.0.0.1:18081/apis/ccompat/v7", &r.east)
+        .replace("http://127.0.0.1:28081/apis/ccompat/v7", &r.west);
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 30),
+        "log:\n{}",
+        strait.log_text()
+    );
+    // The schema evolves mid-stream: version 2 adds a field with a default.
+    sent.extend(serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "2", "30", "30"]));
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 60),
+        "log:\n{}",
+        strait.log_text()
+    );
+
+    let read = serdes(&["avro_tool", "consume", &s.west, &r.west, &remote, "60"]);
+    assert_eq!(records(&read), records(&sent), "every record deserializes on the target to what was produced");
+    let subject = format!("{remote}-value");
+    assert_eq!(west.versions(&subject).expect("versions"), vec![1, 2], "both versions, in order");
+    assert_eq!(west.compatibility(&subject).expect("compatibility").as_deref(), Some("BACKWARD"));
+    assert_eq!(west.versions(&format!("{remote}-key")).expect("key versions"), vec![1]);
+    for (a, b) in sent.iter().zip(&read) {
+        assert!(a["value_id"] != b["value_id"] || a["key_id"] != b["key_id"], "ids were translated: {a} / {b}");
+    }
+
+    // Restarted, strait finds the schemas on the target and registers nothing: the records it
+    // replicates after the restart are the sentinel that it met their ids. At least once, what
+    // the first process had not stored positions for may arrive twice.
+    drop(strait);
+    let strait = Strait::start(&config);
+    sent.extend(serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "2", "60", "10"]));
+    let mut read = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(90), || {
+            let n = record_count(&s.west, &remote);
+            if n < 70 {
+                return false;
+            }
+            read = serdes(&["avro_tool", "consume", &s.west, &r.west, &remote, &n.to_string()]);
+            let mut distinct = records(&read);
+            distinct.dedup();
+            distinct == records(&sent)
+        }),
+        "the target holds {} records; log:\n{}",
+        read.len(),
+        strait.log_text()
+    );
+    assert!(
+        !strait.log_text().contains("schema copied to the target registry"),
+        "a restart registered schemas again:\n{}",
+        strait.log_text()
+    );
+}
+
+/// A flow between the stand's clusters with schema sync between `source` and `target`
+/// registries (plus `extra` lines).
+fn schema_flow(topic: &str, source: &str, target: &str, extra: &str) -> String {
+    east_to_west(
+        topic,
+        &format!("us-east.schema.registry.url = {source}\nus-west.schema.registry.url = {target}\nschema.sync.interval.seconds = 1\n{extra}"),
+    )
+}
+
+#[test]
+fn a_target_registry_down_at_start_holds_the_records_until_it_is_up_and_none_crosses_with_an_unknown_id() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-late");
+    create_topic(&s.east, &topic, 3, 3, &[]);
+    let sent = serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "20"]);
+    // A port nothing listens on yet; the registry starts there later.
+    let port = free_port();
+    let late = format!("http://127.0.0.1:{port}/apis/ccompat/v7");
+    let strait = Strait::start(&schema_flow(&topic, &r.east, &late, ""));
+    let remote = format!("us-east.{topic}");
+    assert!(
+        wait_until(Duration::from_secs(60), || strait.log_text().contains("wait for it to reach the target")),
+        "the flow does not say what it waits for:\n{}",
+        strait.log_text()
+    );
+    assert!(strait.log_text().contains(&late), "the waiting line names the registry:\n{}", strait.log_text());
+    assert_eq!(record_count(&s.west, &remote).max(0), 0, "a record crossed before its schema");
+
+    let late = start_registry("late-west", port, None);
+    let all_arrived = wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) >= 20);
+    let read = if all_arrived {
+        serdes(&["avro_tool", "consume", &s.west, &late, &remote, &record_count(&s.west, &remote).to_string()])
+    } else {
+        Vec::new()
+    };
+    stop_registry("late-west");
+    assert!(all_arrived, "log:\n{}", strait.log_text());
+    let mut distinct = records(&read);
+    distinct.dedup();
+    assert_eq!(distinct, records(&sent), "every record deserializes with the registry that came up late");
+}
+
+#[test]
+fn a_registry_that_refuses_the_credentials_stops_the_flow_with_one_line_naming_the_alias_and_key() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-auth");
+    create_topic(&s.east, &topic, 1, 3, &[]);
+    serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "5"]);
+    let secured = start_registry("secured-west", 38181, Some("strait:right"));
+    let auth = "us-west.schema.registry.basic.auth.credentials.source = USER_INFO\nus-west.schema.registry.basic.auth.user.info = strait:wrong";
+    let strait = Strait::start(&schema_flow(&topic, &r.east, &secured, auth));
+    let line = "refused strait's credentials (HTTP 401)";
+    let refused = wait_until(Duration::from_secs(60), || strait.log_text().contains(line));
+    let log = strait.log_text();
+    assert!(refused, "log:\n{log}");
+    let named = log.lines().find(|l| l.contains(line)).unwrap_or_default();
+    assert!(named.contains("`us-west.schema.registry.basic.auth.user.info`"), "{named}");
+    assert!(!log.contains("strait:wrong") && !log.contains("wrong"), "the password never shows:\n{log}");
+    assert_eq!(record_count(&s.west, &format!("us-east.{topic}")).max(0), 0, "nothing crossed without its schema");
+}
+
+/// A record whose id the source registry does not know (a corrupted id), and one not in the
+/// wire format: both pass unchanged and are counted; with `schema.strict` the first stops the
+/// flow before it, while the plain record before it had arrived.
+#[test]
+fn an_unknown_schema_id_passes_unchanged_or_stops_the_flow_when_strict_and_plain_bytes_pass_untouched() {
+    let (s, r) = (stand(), registries());
+    for strict in [false, true] {
+        let topic = unique("corrupt");
+        create_topic(&s.east, &topic, 1, 3, &[]);
+        produce(&s.east, &topic, &[TestRecord::kv(0, "plain-key", "plain value")], &[]);
+        let strait = Strait::start(&schema_flow(&topic, &r.east, &r.west, &format!("schema.strict = {strict}")));
+        let remote = format!("us-east.{topic}");
+        assert!(
+            wait_until(Duration::from_secs(60), || record_count(&s.west, &remote) == 1),
+            "log:\n{}",
+            strait.log_text()
+        );
+        let corrupt: Vec<u8> = [&[0u8, 0x7f, 0xff, 0xff, 0xf0][..], b"avro bytes"].concat();
+        let mut bad = TestRecord::kv(0, "corrupt", "");
+        bad.value = Some(corrupt.clone());
+        produce(&s.east, &topic, &[bad, TestRecord::kv(0, "after", "after")], &[]);
+        if strict {
+            let stopped = "schema.strict = true refuses it";
+            assert!(
+                wait_until(Duration::from_secs(60), || strait.log_text().contains(stopped)),
+                "log:\n{}",
+                strait.log_text()
+            );
+            // The flow stops before the batch that holds the record: the target's log end is
+            // still past the plain record only.
+            assert_eq!(record_count(&s.west, &remote), 1, "a record past the refused one crossed");
+        } else {
+            let got = read_all(&s.west, &remote, 3, Duration::from_secs(60));
+            let values: Vec<Option<Vec<u8>>> = got.concat().into_iter().map(|r| r.value).collect();
+            assert_eq!(
+                values,
+                vec![Some(b"plain value".to_vec()), Some(corrupt.clone()), Some(b"after".to_vec())],
+                "unchanged, in order"
+            );
+            let counted = wait_until(Duration::from_secs(20), || {
+                strait.metric("strait_schema_records_total", &[("outcome", "unknown_id")]) == Some(1.0)
+                    && strait.metric("strait_schema_records_total", &[("outcome", "plain")]) == Some(5.0)
+            });
+            assert!(counted, "{}", strait.metrics());
+        }
+    }
+}
