@@ -52,14 +52,15 @@ cpu_ticks() { # cpu_ticks PID...: user + system clock ticks of the processes so 
 }
 
 # drain BIN LABEL PROCESSES EXTRA: BIN drains the backlog SOURCE (RECORDS records, loaded by
-# load_backlog) from EAST to WEST in PROCESSES processes with EXTRA config lines, and prints
+# load_backlog) from EAST to WEST in PROCESSES processes with EXTRA config lines (`@LABEL@` in
+# them stands for the run's source alias), and prints
 # records/s and CPU per record. The label is the run's source alias: a fresh remote topic,
 # position topic and group each, so every run drains the whole backlog.
 drain() {
   # The clock starts once the group has settled (each process owns a share of the 6 partitions)
   # and stops when the last record is replicated (exactly-once: committed), so start-up and the
   # group's first rebalance are left out; records/s and CPU/record cover that window only.
-  local bin=$1 label=$2 n=$3 extra=$4 cfg start end ticks0 ticks done0 commits i port
+  local bin=$1 label=$2 n=$3 extra=${4//@LABEL@/$2} cfg start end ticks0 ticks done0 commits i port
   local -a ports=() pids=()
   cfg=$(mktemp /tmp/strait-bench.XXXXXX.properties)
   # One task per partition of the 6-partition source, so two processes can split them.
