@@ -295,3 +295,47 @@ fn a_new_version_registered_on_the_source_reaches_the_target_within_the_sync_int
     );
     eprintln!("version 2 reached the target {:?} after it was registered", registered.elapsed());
 }
+
+/// `schema.ids = keep` needs a target registry that keeps the ids of Confluent's IMPORT mode.
+/// Apicurio's Confluent API assigns its own (its register request has no id), so strait stops
+/// the flow with one line saying so, and no record crosses with an id that names another schema
+/// there.
+#[test]
+fn keep_on_a_registry_that_assigns_its_own_ids_stops_the_flow_with_one_line_and_nothing_crosses() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-keep");
+    create_topic(&s.east, &topic, 1, 3, &[]);
+    let west = registry("us-west", &r.west);
+    // Schemas of their own, which the target has never seen under any id.
+    let namespace = unique("keep").replace('-', "_");
+    let sent = serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "5", &namespace]);
+    let ids: Vec<u64> = ["key_id", "value_id"].iter().filter_map(|f| sent[0][*f].as_u64()).collect();
+    // The target's next ids must differ from the source's, or it would keep them by chance.
+    loop {
+        let junk = Schema {
+            schema: format!(r#"{{"type":"record","name":"{}","fields":[]}}"#, unique("Keep").replace('-', "_")),
+            schema_type: None,
+            references: Vec::new(),
+        };
+        let last = u64::from(west.register(&unique("keep-shift-value"), &junk).expect("a schema on the target"));
+        if !ids.iter().any(|id| (last + 1..=last + 4).contains(id)) {
+            break;
+        }
+    }
+    let strait = Strait::start(&schema_flow(&topic, &r.east, &r.west, "schema.ids = keep"));
+    // The flow stops before the first record that carries such an id.
+    let said_of = |log: &str| {
+        log.lines()
+            .find(|l| l.contains("carries schema id") && l.contains("did not keep the source's id"))
+            .map(str::to_string)
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || said_of(&strait.log_text()).is_some()),
+        "log:\n{}",
+        strait.log_text()
+    );
+    let said = said_of(&strait.log_text()).unwrap_or_default();
+    assert!(said.contains("schema.ids = translate"), "the line names the fix: {said}");
+    eprintln!("{said}");
+    assert_eq!(record_count(&s.west, &format!("us-east.{topic}")).max(0), 0, "a record crossed with a foreign id");
+}

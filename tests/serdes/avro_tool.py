@@ -1,6 +1,8 @@
 """Real Confluent-format Avro serializers for strait's schema tests (confluent-kafka's own).
 
-  produce BOOTSTRAP REGISTRY TOPIC VERSION FIRST COUNT   Avro key and value, schema version 1 or 2
+  produce BOOTSTRAP REGISTRY TOPIC VERSION FIRST COUNT [NAMESPACE]
+                                                         Avro key and value, schema version 1 or 2
+                                                         (in NAMESPACE: schemas no registry holds yet)
   consume BOOTSTRAP REGISTRY TOPIC COUNT                 read COUNT records from the start, deserialized
 
 Each prints one JSON line per record: {"key": ..., "value": ..., "key_id": n, "value_id": n}.
@@ -29,10 +31,10 @@ def schema_id(data):
     return int.from_bytes(data[1:5], "big") if data and data[0] == 0 else None
 
 
-def produce(bootstrap, registry, topic, version, first, count):
+def produce(bootstrap, registry, topic, version, first, count, namespace="strait.test"):
     sr = SchemaRegistryClient({"url": registry})
-    keys = AvroSerializer(sr, KEY)
-    values = AvroSerializer(sr, VALUES[version])
+    keys = AvroSerializer(sr, KEY.replace("strait.test", namespace))
+    values = AvroSerializer(sr, VALUES[version].replace("strait.test", namespace))
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(int(first), int(first) + int(count)):
         key = {"id": f"order-{i}"}
@@ -43,7 +45,7 @@ def produce(bootstrap, registry, topic, version, first, count):
         v = values(value, SerializationContext(topic, MessageField.VALUE))
         p.produce(topic, key=k, value=v, partition=i % 3)
         print(json.dumps({"key": key, "value": value, "key_id": schema_id(k), "value_id": schema_id(v)}))
-    if p.flush(60) != 0:
+    if p.flush(120) != 0:
         sys.exit("records were not all acknowledged")
 
 
@@ -54,7 +56,7 @@ def consume(bootstrap, registry, topic, count):
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
     c.subscribe([topic])
     read, idle = 0, 0
-    while read < int(count) and idle < 120:
+    while read < int(count) and idle < 240:
         m = c.poll(0.5)
         if m is None:
             idle += 1

@@ -69,7 +69,7 @@ def produce(bootstrap, registry, topic, first, count):
         v = values(value, SerializationContext(topic, MessageField.VALUE))
         p.produce(topic, key=k, value=v, partition=i % 3)
         print(line(key, value, k, v))
-    if p.flush(60) != 0:
+    if p.flush(120) != 0:
         sys.exit("records were not all acknowledged")
 
 
@@ -84,7 +84,7 @@ def consume_group(bootstrap, _registry, topic, group, reset, count):
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
     c.subscribe([topic])
     read, idle, next_offsets = 0, 0, {}
-    while read < int(count) and idle < 120:
+    while read < int(count) and idle < 240:
         m = c.poll(0.5)
         if m is None:
             idle += 1

@@ -59,7 +59,7 @@ impl RecordFilter for RecordHook {
             return Ok(()); // "no change": the batch goes on untouched
         }
         let plugin = self.hook.name().to_string();
-        let bad = |cause: String| HookError { plugin: plugin.clone(), hook: "records.on-batch", cause };
+        let bad = |cause: String| HookError { plugin: format!("policy {plugin}"), hook: "records.on-batch", cause };
         let len = batch.records.len();
         for e in verdict.edits {
             if e.position as usize >= len {

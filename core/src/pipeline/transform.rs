@@ -22,7 +22,7 @@ impl ApplyEdits {
     }
 
     fn refused(&self, cause: String) -> HookError {
-        HookError { plugin: self.plugin.clone(), hook: "records.on-batch", cause }
+        HookError { plugin: format!("policy {}", self.plugin), hook: "records.on-batch", cause }
     }
 
     /// Whether a route goes to an internal topic, as the naming policy answers it.

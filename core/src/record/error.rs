@@ -4,11 +4,11 @@
 /// A hook trapped, ran out of time or memory, returned an error, or answered something that
 /// cannot be applied to the batch. The flow stops before the batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("policy {plugin}: hook `{hook}` failed: {cause}")]
+#[error("{plugin}: `{hook}` failed: {cause}")]
 pub struct HookError {
-    /// The plugin.
+    /// Who refused: `policy <component file>`, or `schema sync`.
     pub plugin: String,
-    /// The WIT function.
+    /// The WIT function, or the setting whose rule refused.
     pub hook: &'static str,
     /// Why.
     pub cause: String,

@@ -52,6 +52,14 @@ pub enum RegistryError {
         /// The registry's message.
         body: String,
     },
+    /// A schema cannot be copied as the flow's settings ask.
+    #[error("copying schemas to the registry of `{alias}`: {cause}")]
+    Copy {
+        /// The cluster whose registry it is.
+        alias: String,
+        /// What stands in the way and what would do.
+        cause: String,
+    },
     /// The TLS settings could not be used.
     #[error("`{alias}.schema.registry.ssl.ca.location` ({path}) cannot be used: {cause}")]
     Tls {
@@ -71,7 +79,7 @@ impl RegistryError {
         match self {
             Self::Unreachable { .. } => true,
             Self::Status { status, .. } => *status >= 500 || *status == 429,
-            Self::Refused { .. } | Self::Tls { .. } => false,
+            Self::Refused { .. } | Self::Copy { .. } | Self::Tls { .. } => false,
         }
     }
 }

@@ -71,7 +71,7 @@ impl SchemaIds {
             plugin: "schema sync".into(),
             hook: "schema.ids",
             cause: format!(
-                "the record at source offset {} carries schema id {id}, which {why}; nothing past it is replicated",
+                "the record at source offset {} carries schema id {id}: {why}; nothing past it is replicated",
                 r.offset.get()
             ),
         }
@@ -97,13 +97,13 @@ impl SchemaIds {
             }
             Some(Resolved::Unknown) => counts.unknown += 1,
             Some(Resolved::Excluded) if self.strict => {
-                let why = "belongs to no subject this flow copies (schema.subjects, or a topic it does not replicate; schema.strict = true refuses it)";
+                let why = "it belongs to no subject this flow copies (schema.subjects, or a topic it does not replicate; schema.strict = true refuses it)";
                 return Err(self.refused(batch, at, id, why));
             }
             Some(Resolved::Excluded) => counts.excluded += 1,
             Some(Resolved::Failed(why)) => return Err(self.refused(batch, at, id, &why)),
             // `ready` saw every id resolved; a table only grows.
-            None => return Err(self.refused(batch, at, id, "was not resolved before the batch went on")),
+            None => return Err(self.refused(batch, at, id, "it was not resolved before the batch went on")),
         }
         Ok(())
     }

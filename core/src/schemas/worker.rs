@@ -111,21 +111,33 @@ impl SchemaWorker {
     }
 
     /// One periodic round: every version of every subject of a replicated topic (or named
-    /// after no topic), as the filter allows, that the target does not have yet.
+    /// after no topic), as the filter allows, that the target does not have yet. A subject that
+    /// cannot be copied is reported and the others go on; a registry that does not answer ends
+    /// the round.
     fn round(&self, state: &mut State) -> Result<(), RegistryError> {
         self.refresh_topics(state);
         for subject in self.source.subjects()? {
             if !self.config.subjects.matches(&subject) || self.target_name(state, &subject).is_none() {
                 continue;
             }
-            let mut versions = self.source.versions(&subject)?;
-            if self.config.latest_only {
-                versions = versions.split_off(versions.len().saturating_sub(1));
+            match self.copy_subject(state, &subject) {
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => FlowRetrying { flow: &self.flow, what: &format!("schema sync of `{subject}`: {e}") }.emit(),
+                Ok(()) => {}
             }
-            for version in versions {
-                let copied = self.copy(state, &subject, version, 0)?;
-                self.table.set(copied.0, Resolved::On(copied.1.id));
-            }
+        }
+        Ok(())
+    }
+
+    /// Every version of `subject` (or the latest, with `schema.versions = latest`).
+    fn copy_subject(&self, state: &mut State, subject: &str) -> Result<(), RegistryError> {
+        let mut versions = self.source.versions(subject)?;
+        if self.config.latest_only {
+            versions = versions.split_off(versions.len().saturating_sub(1));
+        }
+        for version in versions {
+            let (id, copied) = self.copy(state, subject, version, 0)?;
+            self.table.set(id, Resolved::On(copied.id));
         }
         Ok(())
     }
@@ -245,7 +257,7 @@ impl SchemaWorker {
         Ok(())
     }
 
-    fn refused(&self, body: String) -> RegistryError {
-        RegistryError::Status { alias: self.target.alias().to_string(), what: "schema sync".into(), status: 409, body }
+    fn refused(&self, cause: String) -> RegistryError {
+        RegistryError::Copy { alias: self.target.alias().to_string(), cause }
     }
 }

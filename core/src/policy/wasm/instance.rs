@@ -146,14 +146,18 @@ impl PolicyInstance {
                 }
                 _ => format!("trapped: {}", format!("{e:#}").lines().next().unwrap_or_default()),
             };
-            HookError { plugin: self.name.clone(), hook, cause }
+            HookError { plugin: format!("policy {}", self.name), hook, cause }
         })
     }
 
     /// `records.on-batch`.
     pub(crate) fn on_batch(&mut self, batch: &Batch) -> Result<Verdict, HookError> {
         let verdict = self.call_hook("records.on-batch", |b, s| b.strait_policy_records().call_on_batch(s, batch))?;
-        verdict.map_err(|message| HookError { plugin: self.name.clone(), hook: "records.on-batch", cause: message })
+        verdict.map_err(|message| HookError {
+            plugin: format!("policy {}", self.name),
+            hook: "records.on-batch",
+            cause: message,
+        })
     }
 
     /// `conflicts.resolve`: whether a record of `key` stamped `timestamp`, first written on
