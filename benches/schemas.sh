@@ -5,7 +5,7 @@
 #   A) without registries (records cross as bytes), and
 #   B) with a registry on each side and `schema.ids = translate` (the id in every value
 #      rewritten to the target's; the keys are empty),
-# alternating A B A B ... so the shared machine's noise hits both alike, at-least-once. Each line
+# in turns (A B, then B A, ...) so the shared machine's noise hits both alike, at-least-once. Each line
 # gives records/s and CPU per record; compare the medians of each mode.
 # Usage: benches/schemas.sh [RECORDS] [RECORD_SIZE] [ROUNDS]
 set -euo pipefail
@@ -49,10 +49,16 @@ scripts/kafka.sh tool org.apache.kafka.tools.ProducerPerformance --topic "$SOURC
   --payload-file "$PAYLOADS" --throughput -1 --bootstrap-server "$EAST" \
   --command-property acks=1 linger.ms=10 batch.size=262144 >/dev/null
 
-for round in $(seq 1 "$ROUNDS"); do
-  drain target/release/strait "bytes-$$-$round" 1 ""
-  drain target/release/strait "ids-$$-$round" 1 \
-    "@LABEL@.schema.registry.url = $EAST_REGISTRY
+IDS="@LABEL@.schema.registry.url = $EAST_REGISTRY
 us-west.schema.registry.url = $WEST_REGISTRY
 schema.ids = translate"
+# The order swaps every other round: a drain after another finds warmer pages and clients.
+for round in $(seq 1 "$ROUNDS"); do
+  if ((round % 2)); then
+    drain target/release/strait "bytes-$$-$round" 1 ""
+    drain target/release/strait "ids-$$-$round" 1 "$IDS"
+  else
+    drain target/release/strait "ids-$$-$round" 1 "$IDS"
+    drain target/release/strait "bytes-$$-$round" 1 ""
+  fi
 done
