@@ -5,10 +5,11 @@
 #
 # Usage:
 #   registry.sh fetch                     download and unpack the registry (idempotent)
-#   registry.sh start NAME PORT [USER:PASSWORD]
+#   registry.sh start [--tls] NAME PORT [USER:PASSWORD]
 #                                         start registry NAME on 127.0.0.1:PORT (basic auth when
-#                                         USER:PASSWORD is given; health and metrics on PORT+1);
-#                                         last stdout line = its URL
+#                                         USER:PASSWORD is given; https with a certificate made
+#                                         for 127.0.0.1, its CA at NAME/ca.pem, with --tls; health
+#                                         and metrics on PORT+1); last stdout line = its URL
 #   registry.sh stop NAME                 stop NAME; no-op if stopped
 #   registry.sh stop-all                  stop every registry under the state dir
 #   registry.sh url NAME                  print NAME's Confluent-compatible URL
@@ -28,7 +29,7 @@ START_TIMEOUT=${STRAIT_REGISTRY_START_TIMEOUT:-90}
 
 log() { echo "registry.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { sed -n '6,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '6,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 fetch() {
   [[ -f $CACHE/.complete ]] && return 0
@@ -72,11 +73,13 @@ check_name() { [[ ${1-} =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "bad registry 
 alive() { [[ -f $1/pid ]] && kill -0 "$(<"$1/pid")" 2>/dev/null; }
 
 cmd_start() {
+  local tls=
+  [[ ${1-} == --tls ]] && { tls=1; shift; }
   (($# == 2 || $# == 3)) || usage
   local name=$1 port=$2 auth=${3-} dir java url
   check_name "$name"
   dir=$STATE/$name
-  url="http://127.0.0.1:$port/apis/ccompat/v7"
+  url="http${tls:+s}://127.0.0.1:$port/apis/ccompat/v7"
   if alive "$dir"; then
     [[ $(<"$dir/url") == "$url" ]] || die "registry $name already runs at $(<"$dir/url")"
     echo "$url"; return 0
@@ -88,6 +91,18 @@ cmd_start() {
     -Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=h2
     -Dquarkus.management.port=$((port + 1)) -Dquarkus.management.host=127.0.0.1
     -Dquarkus.otel.sdk.disabled=true -Dquarkus.log.level=WARN)
+  if [[ -n $tls ]]; then
+    # A CA of its own signs the registry's certificate: clients trust ca.pem, nothing else.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=strait-test-ca" \
+      -keyout "$dir/ca-key.pem" -out "$dir/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/key.pem" -out "$dir/req.pem" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+    openssl x509 -req -in "$dir/req.pem" -CA "$dir/ca.pem" -CAkey "$dir/ca-key.pem" -CAcreateserial -days 30 \
+      -extfile "$dir/san.ext" -out "$dir/cert.pem" 2>/dev/null
+    props=("${props[@]/-Dquarkus.http.port=$port/-Dquarkus.http.ssl-port=$port}")
+    props+=(-Dquarkus.http.port=0 -Dquarkus.http.insecure-requests=disabled
+      -Dquarkus.http.ssl.certificate.files="$dir/cert.pem" -Dquarkus.http.ssl.certificate.key-files="$dir/key.pem")
+  fi
   if [[ -n $auth ]]; then
     # Quarkus's own users from properties: every API call needs HTTP basic auth.
     props+=(-Dquarkus.http.auth.basic=true
@@ -105,7 +120,7 @@ cmd_start() {
   local deadline=$((SECONDS + START_TIMEOUT)) code
   while ((SECONDS < deadline)); do
     alive "$dir" || { tail -n 30 "$dir/stdout.log" >&2; die "registry $name exited at start (log: $dir/stdout.log)"; }
-    code=$(curl -s -o /dev/null -w '%{http_code}' "$url/subjects" || true)
+    code=$(curl -s ${tls:+--cacert "$dir/ca.pem"} -o /dev/null -w '%{http_code}' "$url/subjects" || true)
     # 401 is an answer too: the registry is up and asks for credentials.
     if [[ $code == 200 || $code == 401 ]]; then echo "$url"; return 0; fi
     sleep 0.5

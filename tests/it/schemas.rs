@@ -136,7 +136,7 @@ fn a_target_registry_down_at_start_holds_the_records_until_it_is_up_and_none_cro
 fn a_registry_that_refuses_the_credentials_stops_the_flow_with_one_line_naming_the_alias_and_key() {
     let (s, r) = (stand(), registries());
     let topic = unique("avro-auth");
-    create_topic(&s.east, &topic, 1, 3, &[]);
+    create_topic(&s.east, &topic, 3, 3, &[]);
     serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "5"]);
     let secured = start_registry("secured-west", 38181, Some("strait:right"));
     let auth = "us-west.schema.registry.basic.auth.credentials.source = USER_INFO\nus-west.schema.registry.basic.auth.user.info = strait:wrong";
@@ -159,7 +159,7 @@ fn an_unknown_schema_id_passes_unchanged_or_stops_the_flow_when_strict_and_plain
     let (s, r) = (stand(), registries());
     for strict in [false, true] {
         let topic = unique("corrupt");
-        create_topic(&s.east, &topic, 1, 3, &[]);
+        create_topic(&s.east, &topic, 3, 3, &[]);
         produce(&s.east, &topic, &[TestRecord::kv(0, "plain-key", "plain value")], &[]);
         let strait = Strait::start(&schema_flow(&topic, &r.east, &r.west, &format!("schema.strict = {strict}")));
         let remote = format!("us-east.{topic}");
@@ -304,7 +304,7 @@ fn a_new_version_registered_on_the_source_reaches_the_target_within_the_sync_int
 fn keep_on_a_registry_that_assigns_its_own_ids_stops_the_flow_with_one_line_and_nothing_crosses() {
     let (s, r) = (stand(), registries());
     let topic = unique("avro-keep");
-    create_topic(&s.east, &topic, 1, 3, &[]);
+    create_topic(&s.east, &topic, 3, 3, &[]);
     let west = registry("us-west", &r.west);
     // Schemas of their own, which the target has never seen under any id.
     let namespace = unique("keep").replace('-', "_");
@@ -338,4 +338,37 @@ fn keep_on_a_registry_that_assigns_its_own_ids_stops_the_flow_with_one_line_and_
     assert!(said.contains("schema.ids = translate"), "the line names the fix: {said}");
     eprintln!("{said}");
     assert_eq!(record_count(&s.west, &format!("us-east.{topic}")).max(0), 0, "a record crossed with a foreign id");
+}
+
+#[test]
+fn a_registry_over_tls_is_trusted_through_its_ca_file_and_refused_without_it() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-tls");
+    create_topic(&s.east, &topic, 3, 3, &[]);
+    serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "5"]);
+    let (url, ca) = start_tls_registry("tls-west", 38481);
+    let remote = format!("us-east.{topic}");
+
+    // Without the CA file the system's roots do not know its certificate: the records wait and
+    // the flow says which registry it cannot reach.
+    let strait = Strait::start(&schema_flow(&topic, &r.east, &url, ""));
+    let waiting = wait_until(Duration::from_secs(60), || {
+        strait.log_text().lines().any(|l| l.contains("cannot be reached") && l.contains(&url))
+    });
+    assert!(waiting, "log:\n{}", strait.log_text());
+    assert_eq!(record_count(&s.west, &remote).max(0), 0, "a record crossed without its schema");
+    drop(strait);
+
+    let strait = Strait::start(&schema_flow(
+        &topic,
+        &r.east,
+        &url,
+        &format!("us-west.schema.registry.ssl.ca.location = {}", ca.display()),
+    ));
+    let arrived = wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) >= 5);
+    let access = RegistryAccess { url: url.clone(), user_info: None, ca_location: Some(ca), line: 0 };
+    let versions = Registry::new("us-west", &access).expect("client").versions(&format!("{remote}-value"));
+    stop_registry("tls-west");
+    assert!(arrived, "log:\n{}", strait.log_text());
+    assert_eq!(versions.expect("read over TLS"), vec![1]);
 }

@@ -1,6 +1,6 @@
 """Real Confluent-format Avro serializers for strait's schema tests (confluent-kafka's own).
 
-  produce BOOTSTRAP REGISTRY TOPIC VERSION FIRST COUNT [NAMESPACE]
+  produce BOOTSTRAP REGISTRY TOPIC VERSION FIRST COUNT [NAMESPACE]   (TOPIC has 3 partitions)
                                                          Avro key and value, schema version 1 or 2
                                                          (in NAMESPACE: schemas no registry holds yet)
   consume BOOTSTRAP REGISTRY TOPIC COUNT                 read COUNT records from the start, deserialized
@@ -36,6 +36,12 @@ def produce(bootstrap, registry, topic, version, first, count, namespace="strait
     keys = AvroSerializer(sr, KEY.replace("strait.test", namespace))
     values = AvroSerializer(sr, VALUES[version].replace("strait.test", namespace))
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    failed = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
     for i in range(int(first), int(first) + int(count)):
         key = {"id": f"order-{i}"}
         value = {"id": f"order-{i}", "amount": i * 10}
@@ -43,10 +49,10 @@ def produce(bootstrap, registry, topic, version, first, count, namespace="strait
             value["note"] = f"note-{i}"
         k = keys(key, SerializationContext(topic, MessageField.KEY))
         v = values(value, SerializationContext(topic, MessageField.VALUE))
-        p.produce(topic, key=k, value=v, partition=i % 3)
+        p.produce(topic, key=k, value=v, partition=i % 3, on_delivery=delivered)
         print(json.dumps({"key": key, "value": value, "key_id": schema_id(k), "value_id": schema_id(v)}))
-    if p.flush(120) != 0:
-        sys.exit("records were not all acknowledged")
+    if p.flush(120) != 0 or failed:
+        sys.exit(f"records were not all acknowledged: {failed[:3]}")
 
 
 def consume(bootstrap, registry, topic, count):

@@ -60,6 +60,12 @@ def produce(bootstrap, registry, topic, first, count):
     conf = {"use.deprecated.format": False}
     keys, values = ProtobufSerializer(OrderKey, sr, conf), ProtobufSerializer(Order, sr, conf)
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    failed = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failed.append(str(err))
+
     for i in range(int(first), int(first) + int(count)):
         key = OrderKey(id=f"order-{i}")
         value = Order(id=f"order-{i}", note=f"note-{i}")
@@ -67,10 +73,10 @@ def produce(bootstrap, registry, topic, first, count):
         value.amount.currency = "EUR"
         k = keys(key, SerializationContext(topic, MessageField.KEY))
         v = values(value, SerializationContext(topic, MessageField.VALUE))
-        p.produce(topic, key=k, value=v, partition=i % 3)
+        p.produce(topic, key=k, value=v, partition=i % 3, on_delivery=delivered)
         print(line(key, value, k, v))
-    if p.flush(120) != 0:
-        sys.exit("records were not all acknowledged")
+    if p.flush(120) != 0 or failed:
+        sys.exit(f"records were not all acknowledged: {failed[:3]}")
 
 
 def consume_group(bootstrap, _registry, topic, group, reset, count):

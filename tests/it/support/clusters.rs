@@ -225,6 +225,14 @@ pub fn start_registry(name: &str, port: u16, auth: Option<&str>) -> String {
     registry_sh(&args)
 }
 
+/// Starts registry `name` on `port` over https, its certificate signed by a CA of its own: its
+/// URL and the CA's PEM file.
+pub fn start_tls_registry(name: &str, port: u16) -> (String, PathBuf) {
+    let url = registry_sh(&["start", "--tls", name, &port.to_string()]);
+    let dir = std::env::var("STRAIT_REGISTRY_DIR").unwrap_or_else(|_| "/tmp/strait-registry".into());
+    (url, PathBuf::from(dir).join(name).join("ca.pem"))
+}
+
 /// Stops registry `name`.
 pub fn stop_registry(name: &str) {
     registry_sh(&["stop", name]);
