@@ -83,8 +83,10 @@ fn avro_records_cross_with_their_schemas_and_read_back_through_the_target_regist
         read.len(),
         strait.log_text()
     );
+    // Other tests' subjects may be copied meanwhile: only this topic's count.
+    let again = format!("subject=\"{topic}-");
     assert!(
-        !strait.log_text().contains("schema copied to the target registry"),
+        !strait.log_text().lines().any(|l| l.contains("schema copied to the target registry") && l.contains(&again)),
         "a restart registered schemas again:\n{}",
         strait.log_text()
     );
@@ -371,57 +373,4 @@ fn a_registry_over_tls_is_trusted_through_its_ca_file_and_refused_without_it() {
     stop_registry("tls-west");
     assert!(arrived, "log:\n{}", strait.log_text());
     assert_eq!(versions.expect("read over TLS"), vec![1]);
-}
-
-/// A schema of its own: a record named `name` with one field.
-fn record_schema(name: &str, fields: &str) -> Schema {
-    Schema {
-        schema: format!(r#"{{"type":"record","name":"{name}","fields":[{fields}]}}"#),
-        schema_type: None,
-        references: Vec::new(),
-    }
-}
-
-#[test]
-fn subjects_follow_the_name_strategies_the_subject_filter_and_schema_versions_latest() {
-    let (s, r) = (stand(), registries());
-    let topic = unique("subjects");
-    create_topic(&s.east, &topic, 3, 3, &[]);
-    let (east, west) = (registry("us-east", &r.east), registry("us-west", &r.west));
-    let name = unique("Rec").replace('-', "_");
-    let f = r#"{"name":"a","type":"int"}"#;
-    let f2 = r#"{"name":"a","type":"int"},{"name":"b","type":"int","default":0}"#;
-    // TopicNameStrategy with two versions, TopicRecordNameStrategy, and two RecordNameStrategy
-    // subjects of which the filter leaves one out.
-    east.register(&format!("{topic}-value"), &record_schema(&name, f)).expect("v1");
-    east.register(&format!("{topic}-value"), &record_schema(&name, f2)).expect("v2");
-    let topic_record = format!("{topic}-com.acme.{name}");
-    east.register(&topic_record, &record_schema(&format!("{name}TR"), f)).expect("topic-record");
-    let kept = format!("com.acme.{name}Kept");
-    let left_out = format!("com.acme.{name}LeftOut");
-    east.register(&kept, &record_schema(&format!("{name}Kept"), f)).expect("kept");
-    east.register(&left_out, &record_schema(&format!("{name}LeftOut"), f)).expect("left out");
-
-    let extra = format!("schema.versions = latest\nschema.subjects.exclude = com\\.acme\\.{name}LeftOut");
-    let strait = Strait::start(&schema_flow(&topic, &r.east, &r.west, &extra));
-    let remote_value = format!("us-east.{topic}-value");
-    let on_target = |subject: &str| west.versions(subject).ok().filter(|v| !v.is_empty());
-    assert!(
-        wait_until(Duration::from_secs(60), || on_target(&remote_value).is_some()
-            && on_target(&format!("us-east.{topic_record}")).is_some()
-            && on_target(&kept).is_some()),
-        "log:\n{}",
-        strait.log_text()
-    );
-    // A subject registered after the others is copied in a later round, one that also met the
-    // subject the filter leaves out.
-    let later = format!("com.acme.{name}Later");
-    east.register(&later, &record_schema(&format!("{name}Later"), f)).expect("later");
-    assert!(wait_until(Duration::from_secs(60), || on_target(&later).is_some()), "log:\n{}", strait.log_text());
-
-    assert_eq!(on_target(&remote_value), Some(vec![1]), "only the latest version");
-    let copied = west.version(&remote_value, 1).expect("read").expect("there");
-    assert_eq!(copied.schema.schema, record_schema(&name, f2).schema, "the latest is version 2 of the source");
-    assert_eq!(on_target(&left_out), None, "schema.subjects.exclude left it out");
-    assert_eq!(on_target(&format!("us-east.{left_out}")), None);
 }

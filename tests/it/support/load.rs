@@ -229,15 +229,23 @@ pub fn read_partition_to_end(
 ) -> i64 {
     use rdkafka::consumer::Consumer;
     let c = super::consumer(bootstrap);
-    let high = match c.fetch_watermarks(topic, 0, Duration::from_secs(10)) {
-        Ok((_, high)) => high,
-        // A topic that does not exist yet (strait creates its position topic as a flow starts)
-        // has nothing to read.
-        Err(e) if !super::topic_names(bootstrap).iter().any(|t| t == topic) => {
-            println!("{topic} does not exist yet: {e}");
-            return 0;
+    // A topic created a moment ago can be listed before its partition's leader is known.
+    let known = Instant::now() + Duration::from_secs(15);
+    let high = loop {
+        match c.fetch_watermarks(topic, 0, Duration::from_secs(10)) {
+            Ok((_, high)) => break high,
+            // A topic that does not exist yet (strait creates its position topic as a flow
+            // starts) has nothing to read.
+            Err(e) if !super::topic_names(bootstrap).iter().any(|t| t == topic) => {
+                println!("{topic} does not exist yet: {e}");
+                return 0;
+            }
+            Err(e) if Instant::now() < known => {
+                println!("the end of {topic} is not known yet: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("the end of {topic}: {e}"),
         }
-        Err(e) => panic!("the end of {topic}: {e}"),
     };
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, rdkafka::Offset::Beginning).expect("tpl");
