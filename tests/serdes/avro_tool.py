@@ -10,10 +10,9 @@ Each prints one JSON line per record: {"key": ..., "value": ..., "key_id": n, "v
 import json
 import sys
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+
+from serdes_common import consume as consume_records, contexts, produce as produce_records, registry
 
 KEY = json.dumps({"type": "record", "name": "OrderKey", "namespace": "strait.test",
                   "fields": [{"name": "id", "type": "string"}]})
@@ -27,55 +26,29 @@ VALUES = {
 }
 
 
-def schema_id(data):
-    return int.from_bytes(data[1:5], "big") if data and data[0] == 0 else None
-
-
-def produce(bootstrap, registry, topic, version, first, count, namespace="strait.test"):
-    sr = SchemaRegistryClient({"url": registry})
+def produce(bootstrap, url, topic, version, first, count, namespace="strait.test"):
+    sr = registry(url)
     keys = AvroSerializer(sr, KEY.replace("strait.test", namespace))
     values = AvroSerializer(sr, VALUES[version].replace("strait.test", namespace))
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    failed = []
+    key_ctx, value_ctx = contexts(topic)
 
-    def delivered(err, _msg):
-        if err is not None:
-            failed.append(str(err))
+    def records():
+        for i in range(int(first), int(first) + int(count)):
+            key = {"id": f"order-{i}"}
+            value = {"id": f"order-{i}", "amount": i * 10}
+            if version == "2":
+                value["note"] = f"note-{i}"
+            yield i % 3, key, value, keys(key, key_ctx), values(value, value_ctx)
 
-    for i in range(int(first), int(first) + int(count)):
-        key = {"id": f"order-{i}"}
-        value = {"id": f"order-{i}", "amount": i * 10}
-        if version == "2":
-            value["note"] = f"note-{i}"
-        k = keys(key, SerializationContext(topic, MessageField.KEY))
-        v = values(value, SerializationContext(topic, MessageField.VALUE))
-        p.produce(topic, key=k, value=v, partition=i % 3, on_delivery=delivered)
-        print(json.dumps({"key": key, "value": value, "key_id": schema_id(k), "value_id": schema_id(v)}))
-    if p.flush(120) != 0 or failed:
-        sys.exit(f"records were not all acknowledged: {failed[:3]}")
+    produce_records(bootstrap, topic, records())
 
 
-def consume(bootstrap, registry, topic, count):
-    sr = SchemaRegistryClient({"url": registry})
+def consume(bootstrap, url, topic, count):
+    sr = registry(url)
     keys, values = AvroDeserializer(sr), AvroDeserializer(sr)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"avro-tool-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
-    c.subscribe([topic])
-    read, idle = 0, 0
-    while read < int(count) and idle < 240:
-        m = c.poll(0.5)
-        if m is None:
-            idle += 1
-            continue
-        if m.error():
-            sys.exit(f"consumer error: {m.error()}")
-        key = keys(m.key(), SerializationContext(topic, MessageField.KEY))
-        value = values(m.value(), SerializationContext(topic, MessageField.VALUE))
-        print(json.dumps({"key": key, "value": value, "key_id": schema_id(m.key()), "value_id": schema_id(m.value())}))
-        read += 1
-    c.close()
-    if read < int(count):
-        sys.exit(f"read only {read} of {count} records of {topic}")
+    key_ctx, value_ctx = contexts(topic)
+    consume_records(bootstrap, topic, f"avro-tool-{topic}", "earliest", count,
+                    lambda k, v: (keys(k, key_ctx), values(v, value_ctx)))
 
 
 if __name__ == "__main__":

@@ -11,26 +11,36 @@ pub struct Stand {
 
 /// Runs `scripts/kafka.sh` and returns its last stdout line; panics with its output on failure.
 pub fn kafka_sh(args: &[&str]) -> String {
+    last_line(&script("kafka.sh", args, "this test needs real Kafka"))
+}
+
+/// Runs `scripts/SCRIPT ARGS` and returns its stdout; panics with its output on failure, saying
+/// what the test needs.
+fn script(name: &str, args: &[&str], needs: &str) -> String {
+    // From the repository root: arguments may name files in it.
     let out = Command::new("bash")
-        .arg(repo_root().join("scripts/kafka.sh"))
+        .current_dir(repo_root())
+        .arg(repo_root().join("scripts").join(name))
         .args(args)
         .output()
-        .expect("bash must be on PATH to run scripts/kafka.sh");
+        .unwrap_or_else(|e| panic!("bash must be on PATH to run scripts/{name}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "scripts/kafka.sh {args:?} failed ({}): this test needs real Kafka.\nstdout:\n{stdout}\nstderr:\n{}",
+        "scripts/{name} {args:?} failed ({}): {needs}.\nstdout:\n{stdout}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+fn last_line(stdout: &str) -> String {
     stdout.lines().last().unwrap_or_default().trim().to_string()
 }
 
 /// Runs `scripts/kafka.sh` from the repository root and returns its whole stdout.
 pub fn kafka_sh_stdout(args: &[&str]) -> String {
-    let out = Command::new("bash").current_dir(repo_root()).arg("scripts/kafka.sh").args(args).output().expect("bash");
-    assert!(out.status.success(), "scripts/kafka.sh {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).to_string()
+    script("kafka.sh", args, "this test needs real Kafka")
 }
 
 /// Starts (or finds running) the shared stand. Tests use unique topic names, so they can share it.
@@ -240,34 +250,12 @@ pub fn stop_registry(name: &str) {
 
 /// Runs `scripts/registry.sh` and returns its last stdout line; panics with its output on failure.
 fn registry_sh(args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/registry.sh"))
-        .args(args)
-        .output()
-        .expect("bash must be on PATH to run scripts/registry.sh");
-    assert!(
-        out.status.success(),
-        "scripts/registry.sh {args:?} failed ({}): this test needs a real schema registry.\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string()
+    last_line(&script("registry.sh", args, "this test needs a real schema registry"))
 }
 
 /// Runs a real serializer tool (`scripts/serdes.sh TOOL ARGS`): its JSON lines.
 pub fn serdes(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/serdes.sh"))
-        .args(args)
-        .output()
-        .expect("bash must be on PATH to run scripts/serdes.sh");
-    assert!(
-        out.status.success(),
-        "scripts/serdes.sh {args:?} failed ({}):\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    script("serdes.sh", args, "this test needs confluent-kafka's serializers")
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("scripts/serdes.sh printed `{l}`: {e}")))
         .collect()
