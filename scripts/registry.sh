@@ -9,7 +9,8 @@
 #                                         start registry NAME on 127.0.0.1:PORT (basic auth when
 #                                         USER:PASSWORD is given; https with a certificate made
 #                                         for 127.0.0.1, its CA at NAME/ca.pem, with --tls; health
-#                                         and metrics on PORT+1); last stdout line = its URL
+#                                         and metrics on a free port Quarkus picks); last stdout
+#                                         line = its URL
 #   registry.sh stop NAME                 stop NAME; no-op if stopped
 #   registry.sh stop-all                  stop every registry under the state dir
 #   registry.sh url NAME                  print NAME's Confluent-compatible URL
@@ -29,7 +30,7 @@ START_TIMEOUT=${STRAIT_REGISTRY_START_TIMEOUT:-90}
 
 log() { echo "registry.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { sed -n '6,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '6,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 fetch() {
   [[ -f $CACHE/.complete ]] && return 0
@@ -89,7 +90,7 @@ cmd_start() {
   mkdir -p "$dir"
   local props=(-Dquarkus.http.port="$port" -Dquarkus.http.host=127.0.0.1
     -Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=h2
-    -Dquarkus.management.port=$((port + 1)) -Dquarkus.management.host=127.0.0.1
+    -Dquarkus.management.port=0 -Dquarkus.management.host=127.0.0.1
     -Dquarkus.otel.sdk.disabled=true -Dquarkus.log.level=WARN)
   if [[ -n $tls ]]; then
     # A CA of its own signs the registry's certificate: clients trust ca.pem, nothing else.
