@@ -39,14 +39,4 @@ impl IdTable {
     pub fn set(&self, id: u32, resolved: Resolved) {
         self.ids.write().unwrap_or_else(|e| e.into_inner()).insert(id, resolved);
     }
-
-    /// How many ids are resolved.
-    pub fn len(&self) -> usize {
-        self.ids.read().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether no id is resolved yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

@@ -111,12 +111,13 @@ impl SchemaIds {
 
 impl RecordTransform for SchemaIds {
     fn ready(&mut self, batch: &Batch) -> bool {
-        let missing: BTreeSet<u32> =
-            Self::spans(batch).filter_map(|s| schema_id(batch.bytes(s))).filter(|id| !self.table.has(*id)).collect();
-        if missing.is_empty() {
+        let unresolved = |s: Span| schema_id(batch.bytes(s)).filter(|id| !self.table.has(*id));
+        // The usual batch carries only resolved ids: one pass, nothing allocated.
+        if Self::spans(batch).all(|s| unresolved(s).is_none()) {
             self.asked.clear();
             return true;
         }
+        let missing: BTreeSet<u32> = Self::spans(batch).filter_map(unresolved).collect();
         let new: Vec<u32> = missing.difference(&self.asked).copied().collect();
         if !new.is_empty() {
             // A worker gone means the flow is stopping: the batch never goes on.
