@@ -2,9 +2,13 @@
 # scripts/registry.sh - a real Confluent-compatible schema registry next to each test cluster:
 # Apicurio Registry from Maven Central, in-memory storage, its Confluent API under
 # /apis/ccompat/v7. No Docker, just the Maven Central assembly and `java`.
+# With --import: AxonOps Schema Registry, built from the Go module proxy, in memory: a registry
+# that honours Confluent's IMPORT mode (a schema registered under the id and version given),
+# which Apicurio's Confluent API does not (its register request has no id).
 #
 # Usage:
-#   registry.sh fetch                     download and unpack the registry (idempotent)
+#   registry.sh fetch                     download and build both registries (idempotent)
+#   registry.sh start --import NAME PORT  start an IMPORT-capable registry NAME on 127.0.0.1:PORT
 #   registry.sh start [--tls] NAME PORT [USER:PASSWORD]
 #                                         start registry NAME on 127.0.0.1:PORT (basic auth when
 #                                         USER:PASSWORD is given; https with a certificate made
@@ -23,14 +27,17 @@
 set -euo pipefail
 
 VERSION=3.3.3
+IMPORT_MODULE=github.com/axonops/axonops-schema-registry
+IMPORT_VERSION=v0.2.1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${STRAIT_CACHE:-$HOME/.cache/strait}/apicurio-registry-$VERSION
+IMPORT_BIN=${STRAIT_CACHE:-$HOME/.cache/strait}/axonops-schema-registry-$IMPORT_VERSION/schema-registry
 STATE=${STRAIT_REGISTRY_DIR:-/tmp/strait-registry}
 START_TIMEOUT=${STRAIT_REGISTRY_START_TIMEOUT:-90}
 
 log() { echo "registry.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { sed -n '6,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '9,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 fetch() {
   [[ -f $CACHE/.complete ]] && return 0
@@ -58,6 +65,29 @@ fetch() {
   exec {lock}>&-
 }
 
+# The module proxy serves this version but not the module's version list, which `go install
+# mod@version` asks for: download the module, then build it from a copy of its source.
+fetch_import() {
+  [[ -x $IMPORT_BIN ]] && return 0
+  command -v go >/dev/null || die "go not found (needed once to build $IMPORT_MODULE $IMPORT_VERSION)"
+  local dir src tmp lock
+  dir=$(dirname "$IMPORT_BIN")
+  mkdir -p "$dir"
+  exec {lock}>"$dir.lock"
+  flock "$lock"
+  [[ -x $IMPORT_BIN ]] && { exec {lock}>&-; return 0; }
+  log "building $IMPORT_MODULE $IMPORT_VERSION into $dir (first run only)"
+  src=$(go mod download -json "$IMPORT_MODULE@$IMPORT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d $src ]] || die "go could not download $IMPORT_MODULE@$IMPORT_VERSION (check GOPROXY)"
+  tmp=$(mktemp -d "$dir.tmp.XXXX")
+  cp -r "$src/." "$tmp" && chmod -R u+w "$tmp"
+  (cd "$tmp" && go build -o "$tmp/schema-registry" ./cmd/schema-registry) >"$dir.build.log" 2>&1 \
+    || { tail -n 20 "$dir.build.log" >&2; die "go build of $IMPORT_MODULE failed (log: $dir.build.log)"; }
+  mv "$tmp/schema-registry" "$IMPORT_BIN"
+  rm -rf "$tmp"
+  exec {lock}>&-
+}
+
 java_major() { "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
 
 find_java() {
@@ -73,18 +103,55 @@ check_name() { [[ ${1-} =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "bad registry 
 
 alive() { [[ -f $1/pid ]] && kill -0 "$(<"$1/pid")" 2>/dev/null; }
 
+# Waits for the registry in $dir to answer at $url; its URL on stdout.
+await_start() {
+  local name=$1 dir=$2 url=$3 tls=${4-} deadline=$((SECONDS + START_TIMEOUT)) code
+  while ((SECONDS < deadline)); do
+    alive "$dir" || { tail -n 30 "$dir/stdout.log" >&2; die "registry $name exited at start (log: $dir/stdout.log)"; }
+    code=$(curl -s ${tls:+--cacert "$dir/ca.pem"} -o /dev/null -w '%{http_code}' "$url/subjects" || true)
+    # 401 is an answer too: the registry is up and asks for credentials.
+    if [[ $code == 200 || $code == 401 ]]; then echo "$url"; return 0; fi
+    sleep 0.5
+  done
+  tail -n 30 "$dir/stdout.log" >&2
+  cmd_stop "$name"
+  die "registry $name did not answer on $url within ${START_TIMEOUT}s (log: $dir/stdout.log)"
+}
+
+# Whether a registry already runs in $dir at $url (then its URL on stdout).
+running() {
+  alive "$1" || return 1
+  [[ $(<"$1/url") == "$2" ]] || die "registry $(basename "$1") already runs at $(<"$1/url")"
+  echo "$2"
+}
+
+cmd_start_import() {
+  (($# == 2)) || usage
+  local name=$1 port=$2 dir url
+  check_name "$name"
+  dir=$STATE/$name
+  url="http://127.0.0.1:$port"
+  running "$dir" "$url" && return 0
+  fetch_import
+  mkdir -p "$dir"
+  log "starting IMPORT-capable registry $name on $url"
+  SCHEMA_REGISTRY_HOST=127.0.0.1 SCHEMA_REGISTRY_PORT=$port SCHEMA_REGISTRY_STORAGE_TYPE=memory \
+    SCHEMA_REGISTRY_LOG_LEVEL=warn setsid "$IMPORT_BIN" >"$dir/stdout.log" 2>&1 </dev/null &
+  echo $! >"$dir/pid"
+  echo "$url" >"$dir/url"
+  await_start "$name" "$dir" "$url"
+}
+
 cmd_start() {
   local tls=
+  [[ ${1-} == --import ]] && { shift; cmd_start_import "$@"; return; }
   [[ ${1-} == --tls ]] && { tls=1; shift; }
   (($# == 2 || $# == 3)) || usage
   local name=$1 port=$2 auth=${3-} dir java url
   check_name "$name"
   dir=$STATE/$name
   url="http${tls:+s}://127.0.0.1:$port/apis/ccompat/v7"
-  if alive "$dir"; then
-    [[ $(<"$dir/url") == "$url" ]] || die "registry $name already runs at $(<"$dir/url")"
-    echo "$url"; return 0
-  fi
+  running "$dir" "$url" && return 0
   fetch
   java=$(find_java)
   mkdir -p "$dir"
@@ -118,17 +185,7 @@ cmd_start() {
   setsid "$java" -Xmx384m "${props[@]}" -jar "$CACHE/quarkus-run.jar" >"$dir/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
   echo "$url" >"$dir/url"
-  local deadline=$((SECONDS + START_TIMEOUT)) code
-  while ((SECONDS < deadline)); do
-    alive "$dir" || { tail -n 30 "$dir/stdout.log" >&2; die "registry $name exited at start (log: $dir/stdout.log)"; }
-    code=$(curl -s ${tls:+--cacert "$dir/ca.pem"} -o /dev/null -w '%{http_code}' "$url/subjects" || true)
-    # 401 is an answer too: the registry is up and asks for credentials.
-    if [[ $code == 200 || $code == 401 ]]; then echo "$url"; return 0; fi
-    sleep 0.5
-  done
-  tail -n 30 "$dir/stdout.log" >&2
-  cmd_stop "$name"
-  die "registry $name did not answer on $url within ${START_TIMEOUT}s (log: $dir/stdout.log)"
+  await_start "$name" "$dir" "$url" "$tls"
 }
 
 cmd_stop() {
@@ -146,7 +203,7 @@ cmd_stop() {
 main() {
   local cmd=${1-}; shift || true
   case $cmd in
-    fetch) fetch ;;
+    fetch) fetch; fetch_import ;;
     start) cmd_start "$@" ;;
     stop) cmd_stop "$@" ;;
     stop-all) for d in "$STATE"/*/; do [[ -d $d ]] && cmd_stop "$(basename "$d")"; done ;;

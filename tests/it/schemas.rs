@@ -1,7 +1,8 @@
 //! Schemas follow the records, on real clusters and real registries (Apicurio Registry's
-//! Confluent-compatible API, `scripts/registry.sh`): records written by confluent-kafka's own
-//! Avro serializer on the source are read on the target by its deserializer pointed at the
-//! target's registry.
+//! Confluent-compatible API, and AxonOps Schema Registry where ids are kept through IMPORT mode;
+//! `scripts/registry.sh`): records written by confluent-kafka's own Avro and Protobuf
+//! serializers on the source are read on the target by its deserializer pointed at the target's
+//! registry.
 
 use std::time::Duration;
 
@@ -340,6 +341,70 @@ fn keep_on_a_registry_that_assigns_its_own_ids_stops_the_flow_with_one_line_and_
     assert!(said.contains("schema.ids = translate"), "the line names the fix: {said}");
     eprintln!("{said}");
     assert_eq!(record_count(&s.west, &format!("us-east.{topic}")).max(0), 0, "a record crossed with a foreign id");
+}
+
+/// `schema.ids = keep` on a registry that honours Confluent's IMPORT mode (AxonOps Schema
+/// Registry, `registry.sh start --import`): every version lands under the source's id and
+/// version, records cross with the ids they were written with, and the target's deserializer
+/// reads them through its own registry.
+#[test]
+fn keep_imports_every_version_under_the_source_id_and_the_records_cross_with_their_ids_unchanged() {
+    let (s, r) = (stand(), registries());
+    let topic = unique("avro-kept");
+    create_topic(&s.east, &topic, 3, 3, &[]);
+    let url = start_import_registry("import-west", 38581);
+    let (east, west) = (registry("us-east", &r.east), registry("us-west", &url));
+    let mut sent = serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "20"]);
+    let subject = format!("{topic}-value");
+    east.set_compatibility(&subject, "BACKWARD").expect("source compatibility");
+    let config = schema_flow(&topic, &r.east, &url, "schema.ids = keep");
+    let strait = Strait::start(&config);
+    let remote = format!("us-east.{topic}");
+    // The schema evolves mid-stream: version 2 adds a field with a default.
+    sent.extend(serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "2", "20", "20"]));
+    assert!(
+        wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) == 40),
+        "log:\n{}",
+        strait.log_text()
+    );
+
+    let read = serdes(&["avro_tool", "consume", &s.west, &url, &remote, "40"]);
+    assert_eq!(records(&read), records(&sent), "every record deserializes on the target to what was produced");
+    let ids = |lines: &[Value]| -> Vec<(String, String, String)> {
+        let mut ids: Vec<_> =
+            lines.iter().map(|l| (l["key"].to_string(), l["key_id"].to_string(), l["value_id"].to_string())).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&read), ids(&sent), "each record carries on the target the ids it was written with");
+    for (source_subject, target_subject) in
+        [(subject.clone(), format!("{remote}-value")), (format!("{topic}-key"), format!("{remote}-key"))]
+    {
+        let versions = east.versions(&source_subject).expect("source versions");
+        assert_eq!(west.versions(&target_subject).expect("target versions"), versions, "{target_subject}");
+        for v in versions {
+            let (a, b) =
+                (east.version(&source_subject, v).expect("read"), west.version(&target_subject, v).expect("read"));
+            let (a, b) = (a.expect("on the source"), b.expect("on the target"));
+            assert_eq!((b.id, b.schema.schema), (a.id, a.schema.schema), "{target_subject} version {v}");
+        }
+    }
+    assert_eq!(west.compatibility(&format!("{remote}-value")).expect("compatibility").as_deref(), Some("BACKWARD"));
+
+    // Restarted, strait finds every version on the target and imports nothing again; the
+    // records it replicates after the restart are the sentinel that it met their ids.
+    drop(strait);
+    let strait = Strait::start(&config);
+    sent.extend(serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "2", "40", "5"]));
+    let arrived = wait_until(Duration::from_secs(90), || record_count(&s.west, &remote) >= 45);
+    let log = strait.log_text();
+    stop_registry("import-west");
+    assert!(arrived, "log:\n{log}");
+    let again = format!("subject=\"{topic}-");
+    assert!(
+        !log.lines().any(|l| l.contains("schema copied to the target registry") && l.contains(&again)),
+        "a restart imported schemas again:\n{log}"
+    );
 }
 
 #[test]

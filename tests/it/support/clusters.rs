@@ -243,6 +243,12 @@ pub fn start_tls_registry(name: &str, port: u16) -> (String, PathBuf) {
     (url, PathBuf::from(dir).join(name).join("ca.pem"))
 }
 
+/// Starts registry `name` on `port` of the kind that honours Confluent's IMPORT mode (a schema
+/// registered under the id and version given); its URL.
+pub fn start_import_registry(name: &str, port: u16) -> String {
+    registry_sh(&["start", "--import", name, &port.to_string()])
+}
+
 /// Stops registry `name`.
 pub fn stop_registry(name: &str) {
     registry_sh(&["stop", name]);
