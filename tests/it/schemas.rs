@@ -352,7 +352,7 @@ fn keep_imports_every_version_under_the_source_id_and_the_records_cross_with_the
     let (s, r) = (stand(), registries());
     let topic = unique("avro-kept");
     create_topic(&s.east, &topic, 3, 3, &[]);
-    let url = start_import_registry("import-west", 38581);
+    let url = start_import_registry("import-west", free_port());
     let (east, west) = (registry("us-east", &r.east), registry("us-west", &url));
     let mut sent = serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "20"]);
     let subject = format!("{topic}-value");
@@ -413,7 +413,7 @@ fn a_registry_over_tls_is_trusted_through_its_ca_file_and_refused_without_it() {
     let topic = unique("avro-tls");
     create_topic(&s.east, &topic, 3, 3, &[]);
     serdes(&["avro_tool", "produce", &s.east, &r.east, &topic, "1", "0", "5"]);
-    let (url, ca) = start_tls_registry("tls-west", 38481);
+    let (url, ca) = start_tls_registry("tls-west", free_port());
     let remote = format!("us-east.{topic}");
 
     // Without the CA file the system's roots do not know its certificate: the records wait and

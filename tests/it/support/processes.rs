@@ -3,8 +3,23 @@
 use super::*;
 
 /// A free loopback port for a strait metrics endpoint.
+///
+/// The port is free when asked, not reserved: the kernel may give it again to the next caller
+/// before its process binds it (two members of one test once got the same one), so a port
+/// handed out once in this process is never handed out again.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// An mm2.properties for `us-east->us-west` replicating `topics`, plus `extra` lines.
