@@ -439,3 +439,59 @@ fn a_registry_over_tls_is_trusted_through_its_ca_file_and_refused_without_it() {
     assert!(arrived, "log:\n{}", strait.log_text());
     assert_eq!(versions.expect("read over TLS"), vec![1]);
 }
+
+/// A schema of its own: a record named `name` with `fields`.
+fn record_schema(name: &str, fields: &str) -> Schema {
+    Schema {
+        schema: format!(r#"{{"type":"record","name":"{name}","fields":[{fields}]}}"#),
+        schema_type: None,
+        references: Vec::new(),
+    }
+}
+
+/// On registries of its own (the stand's are shared by every test's flows, which copy every
+/// RecordNameStrategy subject they meet): which subjects a flow copies, and under which names.
+#[test]
+fn subjects_follow_the_name_strategies_the_subject_filter_and_schema_versions_latest() {
+    let s = stand();
+    let topic = unique("subjects");
+    create_topic(&s.east, &topic, 3, 3, &[]);
+    let (east_url, west_url) =
+        (start_import_registry("subjects-east", free_port()), start_import_registry("subjects-west", free_port()));
+    let (east, west) = (registry("us-east", &east_url), registry("us-west", &west_url));
+    let f = r#"{"name":"a","type":"int"}"#;
+    let f2 = r#"{"name":"a","type":"int"},{"name":"b","type":"int","default":0}"#;
+    // TopicNameStrategy with two versions, TopicRecordNameStrategy, and two RecordNameStrategy
+    // subjects of which the filter leaves one out.
+    east.register(&format!("{topic}-value"), &record_schema("Rec", f)).expect("v1");
+    east.register(&format!("{topic}-value"), &record_schema("Rec", f2)).expect("v2");
+    let topic_record = format!("{topic}-com.acme.Rec");
+    east.register(&topic_record, &record_schema("RecTR", f)).expect("topic-record");
+    let (kept, left_out) = ("com.acme.Kept", "com.acme.LeftOut");
+    east.register(kept, &record_schema("Kept", f)).expect("kept");
+    east.register(left_out, &record_schema("LeftOut", f)).expect("left out");
+
+    let extra = "schema.versions = latest\nschema.subjects.exclude = com\\.acme\\.LeftOut";
+    let strait = Strait::start(&schema_flow(&topic, &east_url, &west_url, extra));
+    let remote_value = format!("us-east.{topic}-value");
+    let on_target = |subject: &str| west.versions(subject).ok().filter(|v| !v.is_empty());
+    let first = wait_until(Duration::from_secs(60), || {
+        on_target(&remote_value).is_some()
+            && on_target(&format!("us-east.{topic_record}")).is_some()
+            && on_target(kept).is_some()
+    });
+    // A subject registered after the others is copied in a later round, one that also met the
+    // subject the filter leaves out: the sentinel.
+    east.register("com.acme.Later", &record_schema("Later", f)).expect("later");
+    let later = first && wait_until(Duration::from_secs(60), || on_target("com.acme.Later").is_some());
+    let (value, latest) = (on_target(&remote_value), west.version(&remote_value, 1));
+    let (excluded, excluded_renamed) = (on_target(left_out), on_target(&format!("us-east.{left_out}")));
+    stop_registry("subjects-east");
+    stop_registry("subjects-west");
+    assert!(first && later, "log:\n{}", strait.log_text());
+    assert_eq!(value, Some(vec![1]), "only the latest version");
+    let copied = latest.expect("read").expect("there");
+    assert_eq!(copied.schema.schema, record_schema("Rec", f2).schema, "the latest is version 2 of the source");
+    assert_eq!(excluded, None, "schema.subjects.exclude left it out");
+    assert_eq!(excluded_renamed, None);
+}
