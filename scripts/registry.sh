@@ -30,6 +30,8 @@ VERSION=3.3.3
 IMPORT_MODULE=github.com/axonops/axonops-schema-registry
 IMPORT_VERSION=v0.2.1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=go-module.sh
+source "$HERE/go-module.sh"
 CACHE=${STRAIT_CACHE:-$HOME/.cache/strait}/apicurio-registry-$VERSION
 IMPORT_BIN=${STRAIT_CACHE:-$HOME/.cache/strait}/axonops-schema-registry-$IMPORT_VERSION/schema-registry
 STATE=${STRAIT_REGISTRY_DIR:-/tmp/strait-registry}
@@ -65,28 +67,7 @@ fetch() {
   exec {lock}>&-
 }
 
-# The module proxy serves this version but not the module's version list, which `go install
-# mod@version` asks for: download the module, then build it from a copy of its source.
-fetch_import() {
-  [[ -x $IMPORT_BIN ]] && return 0
-  command -v go >/dev/null || die "go not found (needed once to build $IMPORT_MODULE $IMPORT_VERSION)"
-  local dir src tmp lock
-  dir=$(dirname "$IMPORT_BIN")
-  mkdir -p "$dir"
-  exec {lock}>"$dir.lock"
-  flock "$lock"
-  [[ -x $IMPORT_BIN ]] && { exec {lock}>&-; return 0; }
-  log "building $IMPORT_MODULE $IMPORT_VERSION into $dir (first run only)"
-  src=$(go mod download -json "$IMPORT_MODULE@$IMPORT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [[ -d $src ]] || die "go could not download $IMPORT_MODULE@$IMPORT_VERSION (check GOPROXY)"
-  tmp=$(mktemp -d "$dir.tmp.XXXX")
-  cp -r "$src/." "$tmp" && chmod -R u+w "$tmp"
-  (cd "$tmp" && go build -o "$tmp/schema-registry" ./cmd/schema-registry) >"$dir.build.log" 2>&1 \
-    || { tail -n 20 "$dir.build.log" >&2; die "go build of $IMPORT_MODULE failed (log: $dir.build.log)"; }
-  mv "$tmp/schema-registry" "$IMPORT_BIN"
-  rm -rf "$tmp"
-  exec {lock}>&-
-}
+fetch_import() { go_module_build "$IMPORT_MODULE" "$IMPORT_VERSION" ./cmd/schema-registry "$IMPORT_BIN"; }
 
 java_major() { "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1; }
 
