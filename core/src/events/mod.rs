@@ -238,6 +238,7 @@ impl FlowRetrying<'_> {
     pub fn emit(&self) {
         warn!(flow = self.flow, what = self.what, "retrying");
         counter!("strait_flow_retries_total", "flow" => self.flow.to_string()).increment(1);
+        crate::health::flow_retrying(self.flow, self.what);
     }
 }
 

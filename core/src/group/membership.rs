@@ -397,7 +397,8 @@ fn member(
         // The topic holds no record: polling only serves the group protocol and the callbacks.
         let wait = if stop.soon.load(Ordering::Relaxed) { POLL_LEAVING } else { POLL };
         if let Some(Err(e)) = consumer.poll(wait) {
-            FlowRetrying { flow: &flow.name(), what: &format!("group membership: {e}") }.emit();
+            FlowRetrying { flow: &flow.name(), what: &format!("cluster `{}`: group membership: {e}", flow.target) }
+                .emit();
         }
         settle.after_poll(&consumer)?;
         // A member that yielded waits outside the group on purpose.
@@ -554,8 +555,8 @@ impl Settle {
                 Some(found)
             }
             Err(e) => {
-                FlowRetrying { flow: &self.flow, what: &format!("reading the settings of the group's members: {e}") }
-                    .emit();
+                let what = format!("cluster `{}`: reading the settings of the group's members: {e}", self.target);
+                FlowRetrying { flow: &self.flow, what: &what }.emit();
                 None
             }
         }

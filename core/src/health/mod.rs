@@ -5,7 +5,9 @@
 //! idle because its channel is empty or full, is not inside a unit, so it counts as alive.
 //! Readiness: every flow's state, as [`crate::events::FlowStateChanged`] reports it; the process
 //! is ready when every flow it runs is `running` (connected to both clusters, its group joined,
-//! its partitions assigned).
+//! its partitions assigned). A flow's latest transient problem ([`crate::events::FlowRetrying`])
+//! is shown beside its state for [`RETRY_SHOWN`]: a flow stuck `starting` says what it waits for,
+//! and a `running` flow whose cluster stopped answering says so before its state changes.
 
 mod http;
 mod process;
@@ -24,6 +26,9 @@ pub const STAGE_BOUND: Duration = Duration::from_secs(60);
 /// checkpoints) may take: each of its cluster requests times out within 30 s, and a round makes
 /// a few.
 pub const PERIODIC_BOUND: Duration = Duration::from_secs(300);
+/// How long `/readyz` shows a flow's latest retry: a few of its periodic rounds, so a problem
+/// that persists stays in view and one that passed goes.
+pub const RETRY_SHOWN: Duration = Duration::from_secs(30);
 
 /// One thread's liveness: when it entered its current unit of work, if it is in one.
 pub struct Beat {
@@ -59,6 +64,8 @@ struct Registry {
     beats: Mutex<Vec<Arc<Beat>>>,
     /// Flow → (state, reason).
     flows: Mutex<BTreeMap<String, (&'static str, String)>>,
+    /// Flow → (when, what) of its latest retry.
+    retries: Mutex<BTreeMap<String, (Instant, String)>>,
 }
 
 fn millis_since(start: Instant) -> u64 {
@@ -81,14 +88,21 @@ pub fn flow_state(flow: &str, state: &'static str, reason: &str) {
     registry().flow_state(flow, state, reason)
 }
 
+/// Records a flow's latest transient problem, which `/readyz` shows for [`RETRY_SHOWN`].
+pub fn flow_retrying(flow: &str, what: &str) {
+    registry().flow_retrying(flow, what, Instant::now())
+}
+
 /// `/healthz`: every thread is idle or inside a unit of work shorter than its bound.
 pub fn liveness() -> Verdict {
     registry().liveness()
 }
 
-/// `/readyz`: at least one flow, and every flow `running`; the body names the others and why.
+/// `/readyz`: at least one flow, and every flow `running`; the body names the others and why,
+/// and the running flows that retried something lately (`retrying`), which does not change the
+/// verdict.
 pub fn readiness() -> Verdict {
-    registry().readiness()
+    registry().readiness(Instant::now())
 }
 
 /// A probe's answer: whether it passes, and a short JSON body saying why.
@@ -102,7 +116,7 @@ pub struct Verdict {
 
 impl Registry {
     fn new() -> Self {
-        Self { start: Instant::now(), beats: Mutex::default(), flows: Mutex::default() }
+        Self { start: Instant::now(), beats: Mutex::default(), flows: Mutex::default(), retries: Mutex::default() }
     }
 
     fn beat(&self, name: &str, bound: Duration) -> Arc<Beat> {
@@ -115,9 +129,14 @@ impl Registry {
         let mut flows = self.flows.lock().unwrap_or_else(|p| p.into_inner());
         if state == "stopped" {
             flows.remove(flow);
+            self.retries.lock().unwrap_or_else(|p| p.into_inner()).remove(flow);
         } else {
             flows.insert(flow.to_string(), (state, reason.to_string()));
         }
+    }
+
+    fn flow_retrying(&self, flow: &str, what: &str, at: Instant) {
+        self.retries.lock().unwrap_or_else(|p| p.into_inner()).insert(flow.to_string(), (at, what.to_string()));
     }
 
     fn liveness(&self) -> Verdict {
@@ -139,18 +158,32 @@ impl Registry {
         Verdict { ok: wedged.is_empty(), body }
     }
 
-    fn readiness(&self) -> Verdict {
+    fn readiness(&self, now: Instant) -> Verdict {
         let flows = self.flows.lock().unwrap_or_else(|p| p.into_inner());
-        let waiting: Vec<String> = flows
-            .iter()
-            .filter(|(_, (state, _))| *state != "running")
-            .map(|(flow, (state, reason))| {
-                let why = if reason.is_empty() { state.to_string() } else { format!("{state}: {reason}") };
-                format!("{}:{}", json_string(flow), json_string(&why))
-            })
-            .collect();
+        let retries = self.retries.lock().unwrap_or_else(|p| p.into_inner());
+        let retry = |flow: &String| {
+            retries.get(flow).filter(|(at, _)| now.saturating_duration_since(*at) <= RETRY_SHOWN).map(|(_, w)| w)
+        };
+        let (mut waiting, mut retrying) = (Vec::new(), Vec::new());
+        for (flow, (state, reason)) in flows.iter() {
+            let mut why = if reason.is_empty() { state.to_string() } else { format!("{state}: {reason}") };
+            if let Some(what) = retry(flow) {
+                why.push_str(&format!("; retrying: {what}"));
+            }
+            let entry = format!("{}:{}", json_string(flow), json_string(&why));
+            if *state != "running" {
+                waiting.push(entry);
+            } else if retry(flow).is_some() {
+                retrying.push(entry);
+            }
+        }
         let ready = !flows.is_empty() && waiting.is_empty();
-        let body = format!("{{\"ready\":{ready},\"flows\":{},\"not_ready\":{{{}}}}}", flows.len(), waiting.join(","));
+        let body = format!(
+            "{{\"ready\":{ready},\"flows\":{},\"not_ready\":{{{}}},\"retrying\":{{{}}}}}",
+            flows.len(),
+            waiting.join(","),
+            retrying.join(",")
+        );
         Verdict { ok: ready, body }
     }
 }
@@ -194,19 +227,46 @@ mod tests {
     #[test]
     fn ready_only_when_every_flow_runs_and_the_body_says_why_not() {
         let r = Registry::new();
-        assert!(!r.readiness().ok, "no flow yet: not ready");
+        assert!(!r.readiness(Instant::now()).ok, "no flow yet: not ready");
         r.flow_state("a->b", "starting", "joining the flow's group");
         r.flow_state("b->a", "running", "");
-        let v = r.readiness();
+        let v = r.readiness(Instant::now());
         assert!(
             !v.ok && v.body.contains(r#""a->b":"starting: joining the flow's group""#) && !v.body.contains(r#""b->a""#),
             "{}",
             v.body
         );
         r.flow_state("a->b", "running", "");
-        assert!(r.readiness().ok, "{}", r.readiness().body);
+        assert!(r.readiness(Instant::now()).ok, "{}", r.readiness(Instant::now()).body);
         r.flow_state("a->b", "stopped", "");
-        assert!(r.readiness().ok && r.readiness().body.contains(r#""flows":1"#), "{}", r.readiness().body);
+        assert!(
+            r.readiness(Instant::now()).ok && r.readiness(Instant::now()).body.contains(r#""flows":1"#),
+            "{}",
+            r.readiness(Instant::now()).body
+        );
+    }
+
+    #[test]
+    fn a_recent_retry_is_shown_beside_the_state_and_a_stale_one_is_not() {
+        let r = Registry::new();
+        let t0 = Instant::now();
+        r.flow_state("a->b", "starting", "");
+        r.flow_state("b->a", "running", "");
+        r.flow_retrying("a->b", "cluster `b` did not answer", t0);
+        r.flow_retrying("b->a", "fetch: timed out", t0);
+        let v = r.readiness(t0 + RETRY_SHOWN);
+        assert!(!v.ok, "{}", v.body);
+        assert!(
+            v.body.contains(r#""not_ready":{"a->b":"starting; retrying: cluster `b` did not answer"}"#),
+            "{}",
+            v.body
+        );
+        assert!(v.body.contains(r#""retrying":{"b->a":"running; retrying: fetch: timed out"}"#), "{}", v.body);
+        let later = r.readiness(t0 + RETRY_SHOWN + Duration::from_millis(1));
+        assert!(later.body.contains(r#""not_ready":{"a->b":"starting"}"#) && later.body.contains(r#""retrying":{}"#));
+        r.flow_state("b->a", "stopped", "");
+        r.flow_state("b->a", "running", "");
+        assert!(!r.readiness(t0).body.contains("fetch"), "a stopped flow's retries go with it");
     }
 
     #[test]

@@ -149,11 +149,7 @@ impl Strait {
 
     /// The Prometheus page.
     pub fn metrics(&self) -> String {
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)) else { return String::new() };
-        let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
-        let mut body = String::new();
-        let _ = s.read_to_string(&mut body);
-        body
+        self.get("/metrics").1
     }
 }
 
@@ -265,6 +261,21 @@ impl Strait {
     pub fn status(&self) -> (bool, String, String) {
         let config = self.config.to_str().expect("utf-8 path").to_string();
         strait_cli(&["status", "--config", &config, "--metrics", &format!("127.0.0.1:{}", self.metrics_port)])
+    }
+
+    /// `GET path` on the process's metrics listener: (status, body); (0, "") when it does not
+    /// answer.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
+            return (0, String::new());
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes());
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let status = answer.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        (status, body)
     }
 
     /// Whether the process has not exited.
