@@ -32,3 +32,4 @@ mod shutdown;
 mod topic_sync;
 mod topologies;
 mod translate;
+mod wan;

@@ -16,7 +16,7 @@ pub fn kafka_sh(args: &[&str]) -> String {
 
 /// Runs `scripts/SCRIPT ARGS` and returns its stdout; panics with its output on failure, saying
 /// what the test needs.
-fn script(name: &str, args: &[&str], needs: &str) -> String {
+pub(super) fn script(name: &str, args: &[&str], needs: &str) -> String {
     // From the repository root: arguments may name files in it.
     let out = Command::new("bash")
         .current_dir(repo_root())

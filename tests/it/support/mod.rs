@@ -7,11 +7,13 @@ pub mod groups;
 pub mod load;
 pub mod processes;
 pub mod records;
+pub mod wan;
 
 pub use clusters::*;
 pub use load::*;
 pub use processes::*;
 pub use records::*;
+pub use wan::*;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
