@@ -8,14 +8,43 @@ use anyhow::{bail, Context};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
+/// Which cluster sits across a link with a round trip (`--rtt`): the contenders run next to the
+/// other one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Across {
+    /// Produce remotely: the contenders next to the source.
+    Target,
+    /// Consume remotely: the contenders next to the target.
+    Source,
+}
+
+/// A link between the contenders and one cluster: `scripts/wan.sh` (Toxiproxy) in front of a
+/// cluster started with `kafka.sh start --wan`.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Link {
+    /// The cluster across it.
+    pub across: Across,
+    /// Round trip, ms (half each way), with a tenth of it as jitter.
+    pub rtt_ms: u32,
+}
+
 /// The two clusters of the stand and the repository they are driven from.
 pub struct Stand {
     /// The repository root.
     pub root: PathBuf,
-    /// us-east's bootstrap servers.
+    /// The source's bootstrap servers, as the contenders reach it (across the link, if it is).
     pub east: String,
-    /// us-west's bootstrap servers.
+    /// The target's, as the contenders reach it.
     pub west: String,
+    /// The source's bootstrap servers for the bench's own producers (never across the link).
+    pub east_tools: String,
+    /// The target's, for the bench's own readers.
+    pub west_tools: String,
+    /// The source cluster's name for `kafka.sh`.
+    pub east_name: String,
+    /// The target's.
+    pub west_name: String,
     /// The compression codec every contender's target producer uses (`--codec`).
     pub codec: String,
     /// Lines added to strait's config (`--strait-extra`), each ending in a newline.
@@ -23,16 +52,48 @@ pub struct Stand {
 }
 
 impl Stand {
-    /// Starts (or finds running) us-east (3 brokers) and us-west (1 broker).
-    pub fn start(root: &Path) -> anyhow::Result<Self> {
-        let east = kafka_sh(root, &["start", "us-east", "3", "19092"])?;
-        let west = kafka_sh(root, &["start", "us-west", "1", "29092"])?;
-        Ok(Self { root: root.to_path_buf(), east, west, codec: "lz4".into(), strait_extra: String::new() })
+    /// Starts (or finds running) us-east (3 brokers) and us-west (1 broker); with a link, the
+    /// cluster across it is a cluster of its own behind the proxy: `wan-east` (3 brokers) or
+    /// `wan-west` (1 broker).
+    pub fn start(root: &Path, link: Option<Link>) -> anyhow::Result<Self> {
+        let cluster = |name: &str, brokers: &str, port: &str| -> anyhow::Result<(String, String, String)> {
+            let b = kafka_sh(root, &["start", name, brokers, port])?;
+            Ok((b.clone(), b, name.to_string()))
+        };
+        let far = |name: &str, brokers: &str, port: &str, rtt: u32| -> anyhow::Result<(String, String, String)> {
+            script(root, "wan.sh", &["start"])?;
+            let b = kafka_sh(root, &["start", "--wan", name, brokers, port])?;
+            let tools = kafka_sh(root, &["internal", name])?;
+            script(root, "wan.sh", &["link", name])?;
+            script(root, "wan.sh", &["shape", name, &rtt.to_string(), &(rtt / 10).to_string()])?;
+            Ok((b, tools, name.to_string()))
+        };
+        let ((east, east_tools, east_name), (west, west_tools, west_name)) = match link {
+            None => (cluster("us-east", "3", "19092")?, cluster("us-west", "1", "29092")?),
+            Some(Link { across: Across::Target, rtt_ms }) => {
+                (cluster("us-east", "3", "19092")?, far("wan-west", "1", "14092", rtt_ms)?)
+            }
+            Some(Link { across: Across::Source, rtt_ms }) => {
+                (far("wan-east", "3", "12092", rtt_ms)?, cluster("us-west", "1", "29092")?)
+            }
+        };
+        Ok(Self {
+            root: root.to_path_buf(),
+            east,
+            west,
+            east_tools,
+            west_tools,
+            east_name,
+            west_name,
+            codec: "lz4".into(),
+            strait_extra: String::new(),
+        })
     }
 
-    /// Creates `topic` on us-east (`east`) or us-west with `partitions` and replication factor 1.
+    /// Creates `topic` on the source (`east`) or the target with `partitions` and replication
+    /// factor 1.
     pub fn create_topic(&self, east: bool, topic: &str, partitions: i32) -> anyhow::Result<()> {
-        let cluster = if east { "us-east" } else { "us-west" };
+        let cluster = if east { self.east_name.as_str() } else { self.west_name.as_str() };
         let p = partitions.to_string();
         kafka_sh(
             &self.root,
@@ -44,7 +105,7 @@ impl Stand {
     /// Deletes every topic whose name contains `tag` on both clusters (backlogs, copies, and
     /// the replicators' internal topics), so repeated runs do not fill the disk.
     pub fn delete_topics(&self, tag: &str) {
-        for cluster in ["us-east", "us-west"] {
+        for cluster in [&self.east_name, &self.west_name] {
             let pattern = format!(".*{tag}.*");
             if let Err(e) = kafka_sh(&self.root, &["topics", cluster, "--delete", "--topic", &pattern]) {
                 eprintln!("strait-bench: could not delete topics matching {pattern} on {cluster}: {e}");
@@ -85,7 +146,7 @@ impl Stand {
                 "--throughput",
                 &throughput,
                 "--bootstrap-server",
-                &self.east,
+                &self.east_tools,
             ])
             .args(["--producer-props", "acks=1", linger, "batch.size=262144"])
             .stdout(Stdio::null())
@@ -97,7 +158,7 @@ impl Stand {
     /// missing, so it is made once the topic exists (see [`Stand::target_exists`]).
     pub fn watermark_client(&self) -> anyhow::Result<BaseConsumer> {
         ClientConfig::new()
-            .set("bootstrap.servers", &self.west)
+            .set("bootstrap.servers", &self.west_tools)
             .set("group.id", "strait-bench")
             .create()
             .context("watermark client")
@@ -118,7 +179,7 @@ impl Stand {
     pub fn target_log_bytes(&self, topic: &str) -> u64 {
         let base = std::env::var_os("STRAIT_KAFKA_DIR")
             .map_or_else(|| PathBuf::from("/tmp/strait-kafka"), PathBuf::from)
-            .join("us-west");
+            .join(&self.west_name);
         let partition_dir = |name: &str| {
             name.strip_prefix(topic).and_then(|rest| rest.strip_prefix('-')).is_some_and(|p| p.parse::<u32>().is_ok())
         };
@@ -147,14 +208,19 @@ impl Stand {
 
 /// Runs `scripts/kafka.sh ARGS` and returns its last stdout line.
 pub fn kafka_sh(root: &Path, args: &[&str]) -> anyhow::Result<String> {
+    script(root, "kafka.sh", args)
+}
+
+/// Runs `scripts/NAME ARGS` and returns its last stdout line.
+fn script(root: &Path, name: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("bash")
         .current_dir(root)
-        .arg("scripts/kafka.sh")
+        .arg(format!("scripts/{name}"))
         .args(args)
         .output()
-        .context("running scripts/kafka.sh")?;
+        .with_context(|| format!("running scripts/{name}"))?;
     if !out.status.success() {
-        bail!("scripts/kafka.sh {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!("scripts/{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string())
 }

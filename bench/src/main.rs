@@ -77,6 +77,19 @@ struct Args {
     /// results' command line names it.
     #[arg(long = "strait-extra")]
     strait_extra: Vec<String>,
+    /// Put one cluster across a link with this round trip (ms, a tenth of it as jitter): a
+    /// fault proxy (`scripts/wan.sh`) in front of a cluster of its own, which every contender
+    /// crosses alike. 0: the loopback stand.
+    #[arg(long, default_value_t = 0)]
+    rtt: u32,
+    /// Records in each size's backlog, instead of the defaults (10M at 100 B, 3M at 1 KiB, 300k
+    /// at 10 KiB): shorter drains, for runs repeated in turns (`benches/wan.sh`).
+    #[arg(long)]
+    backlog: Option<u64>,
+    /// Which cluster is across the link: `target` (the contenders produce remotely) or `source`
+    /// (they consume remotely).
+    #[arg(long, value_enum, default_value = "target")]
+    across: kafka::Across,
 }
 
 /// The command that reproduces this run: the script and the arguments given, less where the
@@ -106,7 +119,8 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.results).context("results directory")?;
     eprintln!("strait-bench ({mode}): contender logs in {}", logs.display());
 
-    let mut stand = kafka::Stand::start(&root)?;
+    let link = (args.rtt > 0).then_some(kafka::Link { across: args.across, rtt_ms: args.rtt });
+    let mut stand = kafka::Stand::start(&root, link)?;
     stand.codec = args.codec.clone();
     stand.strait_extra = args.strait_extra.iter().map(|line| format!("{line}\n")).collect();
     // (record size, backlog records) and the steady run's length.
@@ -119,8 +133,11 @@ fn main() -> anyhow::Result<()> {
     let all = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
     let contenders: Vec<Contender> =
         all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
-    let sizes: Vec<(usize, u64)> =
-        sizes.iter().copied().filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s)).collect();
+    let sizes: Vec<(usize, u64)> = sizes
+        .iter()
+        .map(|&(s, n)| (s, args.backlog.unwrap_or(n)))
+        .filter(|(s, _)| args.sizes.is_empty() || args.sizes.contains(s))
+        .collect();
     // A partial run is an experiment, not a result to keep; a fixed-rate latency run keeps
     // whatever sizes it was asked for.
     let partial = contenders.len() < all.len() || (!args.steady_only && (sizes.len() < 3 || args.drain_only));
@@ -222,6 +239,7 @@ fn main() -> anyhow::Result<()> {
     let results = Results {
         date: date.clone(),
         machine: format!("{cores} cores, {memory_gib:.0} GiB"),
+        link,
         command: command_line(),
         steady_seconds,
         rate_fixed: args.rate.is_some(),

@@ -62,6 +62,8 @@ pub struct Results {
     pub date: String,
     /// Cores and memory of the machine.
     pub machine: String,
+    /// The link one cluster sat across, if any (`--rtt`).
+    pub link: Option<crate::kafka::Link>,
     /// The command that produced it.
     pub command: String,
     /// Partitions of every topic.
@@ -100,10 +102,24 @@ impl Results {
     /// The Markdown section for benches/RESULTS.md.
     pub fn markdown(&self, chart: &str) -> String {
         let mut md = format!(
-            "\n## strait vs MirrorMaker 2 vs the raw copy ceiling{} ({})\n\n{}, Kafka 4.3.1 on loopback (`us-east` 3 brokers, `us-west` 1 broker), \
+            "\n## strait vs MirrorMaker 2 vs the raw copy ceiling{}{} ({})\n\n{}, Kafka 4.3.1 on loopback (`us-east` 3 brokers, `us-west` 1 broker){}, \
              {} partitions per topic. Command:\n\n    {}\n\n",
             if self.sizes.iter().all(|s| s.drains.is_empty()) { ": latency at a fixed rate" } else { "" },
-            self.date, self.machine, self.partitions, self.command
+            self.link.map_or(String::new(), |l| format!(", {} ms from the {}", l.rtt_ms, match l.across {
+                crate::kafka::Across::Target => "target",
+                crate::kafka::Across::Source => "source",
+            })),
+            self.date,
+            self.machine,
+            self.link.map_or(String::new(), |l| format!(
+                "; the {} is a cluster of its own (`wan-west` 1 broker, or `wan-east` 3) behind Toxiproxy 2.5.0 \
+                 (`scripts/wan.sh`) with {} ms round trip and {} ms jitter, which every contender crosses",
+                match l.across { crate::kafka::Across::Target => "target", crate::kafka::Across::Source => "source" },
+                l.rtt_ms,
+                l.rtt_ms / 10
+            )),
+            self.partitions,
+            self.command
         );
         for (c, s) in &self.settings {
             md += &format!("- **{}**: {s}\n", c.name());

@@ -232,7 +232,7 @@ pub fn steady(
     let total = warm_up + rate * seconds;
     let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(AtomicU64::new(0));
-    let (west, topic) = (stand.west.clone(), running.target_topic.clone());
+    let (west, topic) = (stand.west_tools.clone(), running.target_topic.clone());
     let reader = {
         let (stop, seen) = (stop.clone(), seen.clone());
         std::thread::spawn(move || read_latencies(&west, &topic, partitions, total, &stop, &seen))

@@ -97,7 +97,7 @@ type Translated = [i64; 3];
 
 fn main() -> anyhow::Result<()> {
     let root = std::env::current_dir().context("current directory")?;
-    let stand = Stand::start(&root)?;
+    let stand = Stand::start(&root, None)?;
     let out = root.join("target/failover-bench");
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
