@@ -98,9 +98,10 @@ fetch() {
 
 # The java command line for foreground tools: console (stderr) logging, so a
 # tool's real output on stdout stays parseable. Use as "${TOOL_JAVA[@]}" CLASS ARGS.
-# Extra arguments are JVM flags (QUICK_JVM for our own short-lived helpers).
+# Extra arguments are JVM flags (QUICK_JVM for our own short-lived helpers); they come after
+# the default heap, so a -Xmx among them wins.
 tool_java() {
-  TOOL_JAVA=("$JAVA" "$@" -Xmx512m -Djava.awt.headless=true
+  TOOL_JAVA=("$JAVA" -Xmx512m "$@" -Djava.awt.headless=true
     -Dlog4j2.configurationFile="$CONSOLE_LOG4J" -Dstrait.log.level="${STRAIT_LOG_LEVEL:-WARN}"
     -cp "$LIBS/*")
 }
@@ -546,7 +547,9 @@ main() {
       exec_java org.apache.kafka.tools.TopicCommand --bootstrap-server "$bs" "$@" ;;
     mm2)
       (($# == 1)) || usage; [[ -f $1 ]] || die "no such file: $1"; fetch
-      STRAIT_LOG_LEVEL=${STRAIT_LOG_LEVEL:-INFO} exec_java org.apache.kafka.connect.mirror.MirrorMaker "$1" ;;
+      # The heap Kafka's own connect-mirror-maker.sh gives it (KAFKA_HEAP_OPTS).
+      STRAIT_LOG_LEVEL=${STRAIT_LOG_LEVEL:-INFO} tool_java -Xms256M -Xmx2G
+      exec "${TOOL_JAVA[@]}" org.apache.kafka.connect.mirror.MirrorMaker "$1" ;;
     *) usage ;;
   esac
 }

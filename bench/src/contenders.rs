@@ -52,7 +52,7 @@ impl Contender {
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
             Contender::Mm2 => format!(
-                "MirrorMaker 2 dedicated mode, tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
+                "MirrorMaker 2 dedicated mode with its launcher's heap (-Xms256M -Xmx2G), tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
                  Connect's defaults), consumer max.poll.records=2000, offset syncs and checkpoints at their defaults, heartbeats on, \
                  sync.topic.acls.enabled=false"
             ),
