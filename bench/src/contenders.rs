@@ -43,8 +43,9 @@ impl Contender {
         };
         match self {
             Contender::Ceiling => format!(
-                "one rdkafka consumer (assign, 64 MiB prefetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
-                 one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, compression.type={codec}, a 1 GiB queue), one thread"
+                "one rdkafka consumer (assign, 64 MiB prefetch, 10 MiB per partition fetch, fetch.wait.max.ms=100, fetch.queue.backoff.ms=5) and \
+                 one rdkafka producer (idempotent, acks=all, linger.ms=5, batch.size=1000000, compression.type={codec}, a 1 GiB queue, reports served \
+                 every 1000 records), no client telemetry, one thread"
             ),
             Contender::Strait => format!(
                 "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer (compression.type={codec}; lz4 is the default), with a \

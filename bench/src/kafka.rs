@@ -53,8 +53,8 @@ pub struct Stand {
 
 impl Stand {
     /// Starts (or finds running) us-east (3 brokers) and us-west (1 broker); with a link, the
-    /// cluster across it is a cluster of its own behind the proxy: `wan-east` (3 brokers) or
-    /// `wan-west` (1 broker).
+    /// cluster across it is a cluster of its own behind the proxy: `bench-wan-east` (3 brokers;
+    /// the WAN tests' 1-broker `wan-east` is another) or `wan-west` (1 broker, as the tests').
     pub fn start(root: &Path, link: Option<Link>) -> anyhow::Result<Self> {
         let cluster = |name: &str, brokers: &str, port: &str| -> anyhow::Result<(String, String, String)> {
             let b = kafka_sh(root, &["start", name, brokers, port])?;
@@ -74,7 +74,7 @@ impl Stand {
                 (cluster("us-east", "3", "19092")?, far("wan-west", "1", "14092", rtt_ms)?)
             }
             Some(Link { across: Across::Source, rtt_ms }) => {
-                (far("wan-east", "3", "12092", rtt_ms)?, cluster("us-west", "1", "29092")?)
+                (far("bench-wan-east", "3", "12092", rtt_ms)?, cluster("us-west", "1", "29092")?)
             }
         };
         Ok(Self {

@@ -112,7 +112,7 @@ impl Results {
             self.date,
             self.machine,
             self.link.map_or(String::new(), |l| format!(
-                "; the {} is a cluster of its own (`wan-west` 1 broker, or `wan-east` 3) behind Toxiproxy 2.5.0 \
+                "; the {} is a cluster of its own (`wan-west` 1 broker, or `bench-wan-east` 3) behind Toxiproxy 2.5.0 \
                  (`scripts/wan.sh`) with {} ms round trip and {} ms jitter, which every contender crosses",
                 match l.across { crate::kafka::Across::Target => "target", crate::kafka::Across::Source => "source" },
                 l.rtt_ms,
