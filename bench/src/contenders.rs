@@ -48,7 +48,7 @@ impl Contender {
                  every 1000 records), no client telemetry, one thread"
             ),
             Contender::Strait => format!(
-                "strait defaults: 8 MiB consumer prefetch (fetch.queue.backoff.ms=5), idempotent producer (compression.type={codec}; lz4 is the default), with a \
+                "strait defaults: 8 MiB consumer prefetch (4 MiB per partition fetch, fetch.queue.backoff.ms=5), idempotent producer (compression.type={codec}; lz4 is the default), with a \
                  16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
@@ -110,7 +110,8 @@ pub fn start(
             (child, target)
         }
         Contender::Strait => {
-            let path = config(format!("{common}{}", stand.strait_extra))?;
+            // `@SOURCE@` in a tried setting stands for this run's source alias.
+            let path = config(format!("{common}{}", stand.strait_extra.replace("@SOURCE@", &alias)))?;
             let (child, port) = spawn::strait(&bin("strait")?, &path, log)?;
             metrics_port = Some(port);
             (child, format!("{alias}.{source_topic}"))
