@@ -84,10 +84,13 @@ pub fn failover(config: &Config, group: &str, from: &str, to: &str, apply: bool)
 /// `strait status`: per flow, its state in the running process (from its metrics endpoint at
 /// `metrics`) beside what the clusters show.
 pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<()> {
-    let states = running_states(metrics);
+    let states = get(metrics, "/metrics").map(|page| flow_states(&page));
     if states.is_none() {
         println!("no strait process answers at http://{metrics}/metrics: flow states unknown (give --metrics ADDR:PORT if it listens elsewhere)");
     }
+    // What the process says of each flow that is not ready or retried something lately: a
+    // cluster that stopped answering its clients shows here while its state is still `running`.
+    let why = get(metrics, "/readyz").map(|body| readiness_reasons(&body)).unwrap_or_default();
     // The state and the group go last so that scripts reading the older columns by position
     // keep working.
     println!(
@@ -99,11 +102,12 @@ pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<
         let (from, to) = (flow.source.as_str(), flow.target.as_str());
         let state = states.as_ref().and_then(|m| m.get(&flow.name()).cloned()).unwrap_or_else(|| "unknown".into());
         let state = format!("state={state}");
+        let says = why.get(&flow.name()).map(|w| format!("  process says: {w}")).unwrap_or_default();
         match view(config, from, to).and_then(|v| Ok(flow_status(&v)?)) {
             Ok(s) => {
                 let lag_s = s.lag_seconds.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
                 println!(
-                    "{:<28} {:>14} {:>18} {:>12} {:>10}  {}  group={}",
+                    "{:<28} {:>14} {:>18} {:>12} {:>10}  {}  group={}{says}",
                     s.flow,
                     secs(s.heartbeat_age_ms),
                     secs(s.replicated_heartbeat_age_ms),
@@ -113,22 +117,33 @@ pub fn status(config: &Config, metrics: std::net::SocketAddr) -> anyhow::Result<
                     s.group
                 );
             }
-            Err(e) => println!("{:<28} clusters not readable: {e:#}  {state}", flow.name()),
+            Err(e) => println!("{:<28} clusters not readable: {e:#}  {state}{says}", flow.name()),
         }
     }
     Ok(())
 }
 
-/// Each flow's state as the process serving `addr` reports it in `strait_flow_state`.
-fn running_states(addr: std::net::SocketAddr) -> Option<std::collections::HashMap<String, String>> {
+/// The body of `GET path` from the running process at `addr`, if it answers.
+fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let timeout = std::time::Duration::from_secs(3);
     let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).ok()?;
     let mut page = String::new();
     stream.read_to_string(&mut page).ok()?;
-    Some(flow_states(&page))
+    Some(page.split_once("\r\n\r\n").map_or(page.as_str(), |(_, body)| body).to_string())
+}
+
+/// Per flow, why `/readyz` names it: its `not_ready` and `retrying` entries.
+fn readiness_reasons(body: &str) -> std::collections::HashMap<String, String> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else { return Default::default() };
+    ["not_ready", "retrying"]
+        .iter()
+        .filter_map(|key| value.get(key)?.as_object())
+        .flatten()
+        .filter_map(|(flow, why)| Some((flow.clone(), why.as_str()?.to_string())))
+        .collect()
 }
 
 /// Parses `strait_flow_state{flow="a->b",state="running"} 1` lines: the state whose value is 1.
@@ -154,6 +169,15 @@ fn flow_states(page: &str) -> std::collections::HashMap<String, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn readiness_reasons_name_each_flow_not_ready_or_retrying() {
+        let body = r#"{"ready":false,"flows":3,"not_ready":{"a->b":"running; cluster `b` has not answered"},"retrying":{"c->b":"running; retrying: x"}}"#;
+        let why = super::readiness_reasons(body);
+        assert_eq!(why.get("a->b").map(String::as_str), Some("running; cluster `b` has not answered"));
+        assert_eq!(why.get("c->b").map(String::as_str), Some("running; retrying: x"));
+        assert_eq!(why.len(), 2);
+    }
+
     #[test]
     fn the_state_set_to_one_is_the_flows_state() {
         let page = "strait_flow_state{flow=\"a->b\",state=\"running\"} 1\nstrait_flow_state{flow=\"a->b\",state=\"parked\"} 0\nstrait_flow_state{state=\"parked\",flow=\"b->a\"} 1\n";

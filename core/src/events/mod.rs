@@ -7,6 +7,7 @@
 mod active_active;
 mod flows;
 mod groups;
+mod links;
 mod partition;
 mod topics;
 
@@ -16,6 +17,7 @@ pub use flows::{
     SettingsAgreement, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsAborted, TransactionsCommitted,
 };
 pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
+pub use links::{ClusterAnswered, ClusterUnanswered};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{
     AclSyncUnavailable, SchemaCopied, SchemaIdNotCopied, SchemaRecords, TopicAclsSynced, TopicConfigsSynced,

@@ -8,6 +8,9 @@
 //! its partitions assigned). A flow's latest transient problem ([`crate::events::FlowRetrying`])
 //! is shown beside its state for [`RETRY_SHOWN`]: a flow stuck `starting` says what it waits for,
 //! and a `running` flow whose cluster stopped answering says so before its state changes.
+//! A cluster that has not answered a flow's own clients for a while
+//! ([`crate::events::ClusterUnanswered`]) makes the flow not ready, whatever its state: it is
+//! not replicating, and the body names the cluster.
 
 mod http;
 mod process;
@@ -66,6 +69,8 @@ struct Registry {
     flows: Mutex<BTreeMap<String, (&'static str, String)>>,
     /// Flow → (when, what) of its latest retry.
     retries: Mutex<BTreeMap<String, (Instant, String)>>,
+    /// (flow, watched client) → what the cluster's silence is, while it lasts.
+    unanswered: Mutex<BTreeMap<(String, u64), String>>,
 }
 
 fn millis_since(start: Instant) -> u64 {
@@ -93,13 +98,23 @@ pub fn flow_retrying(flow: &str, what: &str) {
     registry().flow_retrying(flow, what, Instant::now())
 }
 
+/// Records that a cluster has not answered client `link` of `flow` lately ([`crate::cluster::Link`]).
+pub fn cluster_unanswered(flow: &str, link: u64, what: &str) {
+    registry().unanswered(flow, link, Some(what))
+}
+
+/// Records that the cluster answers client `link` of `flow` again, or that the client is gone.
+pub fn cluster_answered(flow: &str, link: u64) {
+    registry().unanswered(flow, link, None)
+}
+
 /// `/healthz`: every thread is idle or inside a unit of work shorter than its bound.
 pub fn liveness() -> Verdict {
     registry().liveness()
 }
 
-/// `/readyz`: at least one flow, and every flow `running`; the body names the others and why,
-/// and the running flows that retried something lately (`retrying`), which does not change the
+/// `/readyz`: at least one flow, and every flow `running` with its clusters answering; the body
+/// names the others and why, and the running flows that retried something lately (`retrying`), which does not change the
 /// verdict.
 pub fn readiness() -> Verdict {
     registry().readiness(Instant::now())
@@ -116,7 +131,13 @@ pub struct Verdict {
 
 impl Registry {
     fn new() -> Self {
-        Self { start: Instant::now(), beats: Mutex::default(), flows: Mutex::default(), retries: Mutex::default() }
+        Self {
+            start: Instant::now(),
+            beats: Mutex::default(),
+            flows: Mutex::default(),
+            retries: Mutex::default(),
+            unanswered: Mutex::default(),
+        }
     }
 
     fn beat(&self, name: &str, bound: Duration) -> Arc<Beat> {
@@ -130,6 +151,7 @@ impl Registry {
         if state == "stopped" {
             flows.remove(flow);
             self.retries.lock().unwrap_or_else(|p| p.into_inner()).remove(flow);
+            self.unanswered.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _), _| f != flow);
         } else {
             flows.insert(flow.to_string(), (state, reason.to_string()));
         }
@@ -137,6 +159,14 @@ impl Registry {
 
     fn flow_retrying(&self, flow: &str, what: &str, at: Instant) {
         self.retries.lock().unwrap_or_else(|p| p.into_inner()).insert(flow.to_string(), (at, what.to_string()));
+    }
+
+    fn unanswered(&self, flow: &str, link: u64, what: Option<&str>) {
+        let mut unanswered = self.unanswered.lock().unwrap_or_else(|p| p.into_inner());
+        match what {
+            Some(what) => unanswered.insert((flow.to_string(), link), what.to_string()),
+            None => unanswered.remove(&(flow.to_string(), link)),
+        };
     }
 
     fn liveness(&self) -> Verdict {
@@ -164,14 +194,20 @@ impl Registry {
         let retry = |flow: &String| {
             retries.get(flow).filter(|(at, _)| now.saturating_duration_since(*at) <= RETRY_SHOWN).map(|(_, w)| w)
         };
+        let unanswered = self.unanswered.lock().unwrap_or_else(|p| p.into_inner());
         let (mut waiting, mut retrying) = (Vec::new(), Vec::new());
         for (flow, (state, reason)) in flows.iter() {
             let mut why = if reason.is_empty() { state.to_string() } else { format!("{state}: {reason}") };
+            let mut silent = false;
+            for (_, what) in unanswered.range((flow.clone(), 0)..=(flow.clone(), u64::MAX)) {
+                why.push_str(&format!("; {what}"));
+                silent = true;
+            }
             if let Some(what) = retry(flow) {
                 why.push_str(&format!("; retrying: {what}"));
             }
             let entry = format!("{}:{}", json_string(flow), json_string(&why));
-            if *state != "running" {
+            if *state != "running" || silent {
                 waiting.push(entry);
             } else if retry(flow).is_some() {
                 retrying.push(entry);
@@ -267,6 +303,29 @@ mod tests {
         r.flow_state("b->a", "stopped", "");
         r.flow_state("b->a", "running", "");
         assert!(!r.readiness(t0).body.contains("fetch"), "a stopped flow's retries go with it");
+    }
+
+    #[test]
+    fn a_cluster_that_stopped_answering_makes_a_running_flow_not_ready_until_it_answers() {
+        let r = Registry::new();
+        r.flow_state("a->b", "running", "");
+        r.flow_state("c->b", "running", "");
+        r.unanswered("a->b", 7, Some("cluster `b` has not answered the flow's producer for 12 s"));
+        let v = r.readiness(Instant::now());
+        assert!(!v.ok, "{}", v.body);
+        assert!(
+            v.body.contains(
+                r#""not_ready":{"a->b":"running; cluster `b` has not answered the flow's producer for 12 s"}"#
+            ),
+            "{}",
+            v.body
+        );
+        r.unanswered("a->b", 7, None);
+        assert!(r.readiness(Instant::now()).ok, "{}", r.readiness(Instant::now()).body);
+        r.unanswered("a->b", 8, Some("silent"));
+        r.flow_state("a->b", "stopped", "");
+        r.flow_state("a->b", "running", "");
+        assert!(r.readiness(Instant::now()).ok, "a stopped flow's silences go with it");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -19,7 +19,7 @@ use super::pool::{StageTask, Step};
 use super::stage::Handoff;
 use super::{Slots, StageError};
 use crate::clock::now_millis;
-use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
+use crate::cluster::{create_client, ClusterError, Link, WatchedConsumer, ASSIGN_ONLY_CONSUMER, WATCHED};
 use crate::events::{AssignRetried, AssignmentChanged, FlowLag, FlowRetrying, PartitionMetrics};
 use crate::record::{Batch, SlotId, SourceOffset};
 use crate::site::Site;
@@ -111,8 +111,9 @@ impl PendingAssignments {
 pub struct FetchStage {
     /// `source->target`.
     pub flow: String,
-    /// The source consumer, owned by this stage alone.
-    pub consumer: BaseConsumer,
+    /// The source consumer, owned by this stage alone; its statistics tell `/readyz` whether
+    /// the source still answers.
+    pub consumer: BaseConsumer<WatchedConsumer>,
     /// New and removed partitions from topic discovery.
     pub assignments: Receiver<AssignmentChange>,
     /// The flow's slot table.
@@ -143,6 +144,7 @@ const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
     ("fetch.wait.max.ms", "500"),
     ("fetch.queue.backoff.ms", "5"),
     ("queued.min.messages", "20000"),
+    WATCHED,
 ];
 
 impl FetchStage {
@@ -154,13 +156,13 @@ impl FetchStage {
         assignments: Receiver<AssignmentChange>,
     ) -> Result<Self, ClusterError> {
         let flow = site.flow;
-        let consumer: BaseConsumer = create_client(
+        let consumer = create_client(
             site.source,
             &flow.consumer,
             "consumer",
             CONSUMER_DEFAULTS,
             ASSIGN_ONLY_CONSUMER,
-            DefaultConsumerContext,
+            WatchedConsumer(Link::new(&site.name, site.source.alias.as_str(), "consumer")),
         )?;
         Ok(Self {
             flow: site.name.clone(),

@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 use rdkafka::bindings as rd;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 
 use crate::record::{SlotId, SourceOffset};
 use crate::slot_vec::SlotVec;
@@ -116,7 +116,7 @@ impl LagTracker {
 
 /// The low and high watermarks librdkafka last saw for a partition the consumer reads, without
 /// asking the broker; `(-1001, -1001)` (librdkafka's invalid offset) for what it has not seen.
-pub fn cached_watermarks(consumer: &BaseConsumer, topic: &str, partition: i32) -> (i64, i64) {
+pub fn cached_watermarks<C: ConsumerContext>(consumer: &BaseConsumer<C>, topic: &str, partition: i32) -> (i64, i64) {
     let (mut low, mut high) = (rd::RD_KAFKA_OFFSET_INVALID as i64, rd::RD_KAFKA_OFFSET_INVALID as i64);
     let Ok(topic) = CString::new(topic) else { return (low, high) };
     // SAFETY: the client pointer lives as long as `consumer`; the topic is a valid C string for

@@ -9,6 +9,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 
 use crate::clock::now_millis;
+use crate::cluster::Link;
 use crate::events::AckRounds;
 use crate::offsets::{Ledger, TargetOffset};
 
@@ -50,16 +51,22 @@ impl Deliveries {
 /// [`Deliveries`].
 pub struct DeliveryContext {
     deliveries: Arc<Deliveries>,
+    /// Whether the target still answers, from the producer's statistics.
+    link: Link,
 }
 
 impl DeliveryContext {
-    /// A context that reports to `deliveries`.
-    pub fn new(deliveries: Arc<Deliveries>) -> Self {
-        Self { deliveries }
+    /// A context that reports to `deliveries` and watches the target through `link`.
+    pub fn new(deliveries: Arc<Deliveries>, link: Link) -> Self {
+        Self { deliveries, link }
     }
 }
 
-impl ClientContext for DeliveryContext {}
+impl ClientContext for DeliveryContext {
+    fn stats_raw(&self, statistics: &[u8]) {
+        self.link.observe(statistics);
+    }
+}
 
 impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = Ticket;

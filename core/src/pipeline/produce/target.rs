@@ -11,7 +11,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use super::delivery::{Deliveries, DeliveryContext};
 use super::lanes::{transactional_id, Lanes, TargetProducer};
 use super::positions::PositionWriter;
-use crate::cluster::{create_client, ClusterError};
+use crate::cluster::{create_client, ClusterError, Link, WATCHED};
 use crate::config::{ClusterConfig, FlowConfig};
 use crate::group::GroupSession;
 use crate::pipeline::StageError;
@@ -26,6 +26,7 @@ const PRODUCER_DEFAULTS: &[(&str, &str)] = &[
     COMPRESSION,
     ("queue.buffering.max.kbytes", "16384"),
     ("queue.buffering.max.messages", "100000"),
+    WATCHED,
 ];
 /// The target producer's codec unless `<target>.producer.compression.type` says otherwise: lz4
 /// cut JSON records' bytes on the wire by two thirds at no measurable producer CPU, and costs
@@ -66,7 +67,7 @@ impl Lanes {
             "producer",
             PRODUCER_DEFAULTS,
             PRODUCER_FORCED,
-            DeliveryContext::new(deliveries.clone()),
+            DeliveryContext::new(deliveries.clone(), Link::new(&site.name, site.target.alias.as_str(), "producer")),
         )?;
         let writer = match session {
             Some(session) => position_writer(site, group, session, deliveries)?,
@@ -99,9 +100,12 @@ fn position_writer(
             site.target,
             &flow.producer,
             "producer",
-            &[("linger.ms", "5")],
+            &[("linger.ms", "5"), WATCHED],
             &forced,
-            DeliveryContext::new(deliveries.clone()),
+            DeliveryContext::new(
+                deliveries.clone(),
+                Link::new(&site.name, site.target.alias.as_str(), "position writer"),
+            ),
         )?;
         init_transactions(site.target, &producer, &id)?;
         Ok(producer)
@@ -136,6 +140,7 @@ fn transactional(site: &Site<'_>, group: &str, deliveries: &Arc<Deliveries>) -> 
         COMPRESSION,
         ("queue.buffering.max.kbytes", kbytes.as_str()),
         ("queue.buffering.max.messages", messages.as_str()),
+        WATCHED,
     ];
     // The coordinator aborts a transaction older than its timeout, so it must well exceed the
     // commit interval; librdkafka refuses record and socket timeouts beyond it.
@@ -155,7 +160,7 @@ fn transactional(site: &Site<'_>, group: &str, deliveries: &Arc<Deliveries>) -> 
             "producer",
             &defaults,
             &forced,
-            DeliveryContext::new(deliveries.clone()),
+            DeliveryContext::new(deliveries.clone(), Link::new(&site.name, site.target.alias.as_str(), "producer")),
         )?;
         init_transactions(site.target, &producer, &id)?;
         Ok(producer)
