@@ -16,6 +16,7 @@ mod cluster_admin;
 mod deploy;
 mod exactly_once;
 mod failover;
+mod first_checkpoint;
 mod flows;
 mod heartbeats;
 mod offset_syncs;

@@ -10,7 +10,8 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::cluster::{create_client, list_group_offsets, list_offsets_of_groups, ClusterError, GroupOffset};
 use crate::config::{ClientSettings, ClusterConfig};
-use crate::record::SourceOffset;
+use crate::offsets::TargetExtent;
+use crate::record::{SourceOffset, TargetOffset};
 
 /// How long one group request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -146,28 +147,54 @@ impl Groups {
         &self,
         partitions: &[(String, i32)],
     ) -> Result<HashMap<(String, i32), SourceOffset>, ClusterError> {
+        // ListOffsets reads the timestamp -2 (`Offset::Beginning`) as "the log start".
+        Ok(self
+            .list_offsets(partitions, Offset::Beginning, "log start")?
+            .into_iter()
+            .map(|(id, o)| (id, SourceOffset(o)))
+            .collect())
+    }
+
+    /// The log start and end offsets of each of `partitions` on this cluster as a flow's
+    /// target; the end is the last stable offset (the lister reads `read_committed`), so an
+    /// open transaction is not counted. Partitions the cluster gave no answer for are left out.
+    pub fn extents(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), TargetExtent>, ClusterError> {
+        // The end first: a log start read after it is never past it.
+        let ends = self.list_offsets(partitions, Offset::End, "log end")?;
+        let starts = self.list_offsets(partitions, Offset::Beginning, "log start")?;
+        Ok(ends
+            .into_iter()
+            .filter_map(|(id, end)| {
+                let start = *starts.get(&id)?;
+                Some((id, TargetExtent { start: TargetOffset(start), end: TargetOffset(end) }))
+            })
+            .collect())
+    }
+
+    fn list_offsets(
+        &self,
+        partitions: &[(String, i32)],
+        at: Offset,
+        what: &str,
+    ) -> Result<HashMap<(String, i32), i64>, ClusterError> {
         if partitions.is_empty() {
             return Ok(HashMap::new());
         }
         let mut tpl = TopicPartitionList::new();
         for (topic, partition) in partitions {
-            // ListOffsets reads the timestamp -2 (`Offset::Beginning`) as "the log start".
-            tpl.add_partition_offset(topic, *partition, Offset::Beginning)
-                .map_err(|e| self.fail(format!("asking for the start of {topic}-{partition}"), e))?;
+            tpl.add_partition_offset(topic, *partition, at)
+                .map_err(|e| self.fail(format!("asking for the {what} of {topic}-{partition}"), e))?;
         }
         let answer = self
             .lister
             .offsets_for_times(tpl, REQUEST_TIMEOUT)
-            .map_err(|e| self.fail("reading log start offsets".into(), e))?;
+            .map_err(|e| self.fail(format!("reading {what} offsets"), e))?;
         Ok(answer
             .elements()
             .iter()
             .filter(|e| e.error().is_ok())
             .filter_map(|e| {
-                e.offset()
-                    .to_raw()
-                    .filter(|o| *o >= 0)
-                    .map(|o| ((e.topic().to_string(), e.partition()), SourceOffset(o)))
+                e.offset().to_raw().filter(|o| *o >= 0).map(|o| ((e.topic().to_string(), e.partition()), o))
             })
             .collect())
     }

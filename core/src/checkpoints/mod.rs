@@ -19,9 +19,12 @@ pub use groups::{Committed, Groups};
 
 use crate::cluster::{ClusterError, ControlProducer, TopicSpec, REACH_TIMEOUT};
 use crate::config::{CheckpointConfig, TopicFilter};
-use crate::events::{CheckpointsEmitted, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
+use crate::events::{
+    CheckpointsEmitted, CheckpointsHeld, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted,
+};
 use crate::offsets::mm2::Checkpoint;
 use crate::offsets::store::{encode_run_key, read_topic, Mappings, TopicTail};
+use crate::offsets::{Settled, TargetExtent};
 use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
 use crate::record::{SourceOffset, TargetOffset};
@@ -90,18 +93,45 @@ impl Translation {
         Ok(out)
     }
 
-    /// The checkpoint of `group` for one committed offset, if the mapping covers it.
-    pub fn checkpoint(&self, group: &str, watched: &Watched, committed: &Committed) -> Option<Checkpoint> {
+    /// What a round may write for `group`'s committed offset on one partition. `target` is the
+    /// remote partition's extent, read after the commit: a forward translation is written only
+    /// once the stored mapping reflects everything the target held then
+    /// ([`PartitionMap::settled`](crate::offsets::PartitionMap::settled)); without it, the
+    /// round waits.
+    pub fn checkpoint(
+        &self,
+        group: &str,
+        watched: &Watched,
+        committed: &Committed,
+        target: Option<TargetExtent>,
+    ) -> Verdict {
         let upstream = SourceOffset(committed.offset);
-        let downstream = self.resume_at(watched, upstream)?;
-        Some(Checkpoint {
+        let (downstream, ahead) = if watched.back {
+            (self.resume_at(watched, upstream), false)
+        } else {
+            let Some(map) = self.forward.get(&watched.source_topic, watched.partition) else { return Verdict::Skip };
+            let Some(target) = target else { return Verdict::Wait };
+            match map.settled(upstream, target) {
+                Settled::Exact(downstream) => (Some(downstream), false),
+                Settled::Ahead(downstream) => (Some(downstream), true),
+                Settled::Pending => return Verdict::Wait,
+                Settled::Unknown => (None, false),
+            }
+        };
+        let Some(downstream) = downstream else { return Verdict::Skip };
+        let checkpoint = Checkpoint {
             group: group.to_string(),
             topic: watched.target_topic.clone(),
             partition: watched.partition,
             upstream: upstream.get(),
             downstream: downstream.get(),
             metadata: committed.metadata.clone(),
-        })
+        };
+        if ahead {
+            Verdict::Ahead(checkpoint)
+        } else {
+            Verdict::Write(checkpoint)
+        }
     }
 
     /// Where a group whose next offset on this flow's source is `upstream` resumes on the
@@ -116,6 +146,20 @@ impl Translation {
             self.forward.get(&watched.source_topic, watched.partition)?.translate(upstream)
         }
     }
+}
+
+/// What a checkpoint round does with one group's committed offset on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Write this checkpoint (if it moved).
+    Write(Checkpoint),
+    /// The group is ahead of replication: write this checkpoint if the flow does not catch up
+    /// with it while the round waits.
+    Ahead(Checkpoint),
+    /// The stored positions do not cover what the target holds yet: read them again.
+    Wait,
+    /// The mapping cannot translate it (older than every run, or a partition it does not know).
+    Skip,
 }
 
 /// A checkpoint's identity: (group, topic on the target, partition).
@@ -191,7 +235,20 @@ pub struct CheckpointTask {
     /// pass the flow's filters, on partitions it translates. Group offset sync commits only
     /// these.
     pub owned: HashSet<CheckpointKey>,
+    /// How long a round waits for the flow to store the positions the target already holds
+    /// (see [`settle_within`]).
+    pub settle_within: Duration,
 }
+
+/// How long a checkpoint round waits for stored positions to cover what the target holds: two
+/// position stores (flushes, or transactions in exactly-once) and a second, at most one round
+/// step.
+pub fn settle_within(flush: Duration) -> Duration {
+    (flush * 2 + Duration::from_secs(1)).min(ROUND_STEP_TIMEOUT)
+}
+
+/// How often a waiting round reads the position topic again.
+const SETTLE_POLL: Duration = Duration::from_millis(100);
 
 /// The clients a flow's checkpoint rounds read groups and positions through, shared with the
 /// process's other flows.
@@ -242,6 +299,11 @@ impl CheckpointTask {
             topic,
             last,
             owned: HashSet::new(),
+            settle_within: settle_within(if site.flow.exactly_once {
+                site.flow.transaction_interval
+            } else {
+                site.flow.offset_flush_interval
+            }),
         }))
     }
 
@@ -283,31 +345,31 @@ impl CheckpointTask {
         Ok(groups)
     }
 
-    /// Writes `group`'s checkpoints that moved since the last written; how many it wrote.
-    fn write_checkpoints(
-        &mut self,
-        group: &str,
-        committed: &[Committed],
-        by_partition: &HashMap<(&str, i32), &Watched>,
-        translation: &Translation,
-    ) -> usize {
-        let mut written = 0;
-        for c in committed {
-            let Some(w) = by_partition.get(&(c.topic.as_str(), c.partition)) else { continue };
-            let Some(checkpoint) = translation.checkpoint(group, w, c) else { continue };
-            let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
-            if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
-                continue;
-            }
-            let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
-            if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
-                FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
-                continue;
-            }
-            self.last.insert(key, checkpoint);
-            written += 1;
+    /// Writes `checkpoint` if it moved since the last written; whether it did.
+    fn write_checkpoint(&mut self, checkpoint: Checkpoint) -> bool {
+        let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
+        if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
+            return false;
         }
-        written
+        let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
+        if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
+            FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
+            return false;
+        }
+        self.last.insert(key, checkpoint);
+        true
+    }
+
+    /// The remote partitions' extents on the target, read after the groups' commits; none
+    /// when the target does not answer (the round then writes no forward checkpoint).
+    fn target_extents(&self, watched: &[Watched]) -> HashMap<(String, i32), TargetExtent> {
+        let remote: Vec<(String, i32)> =
+            watched.iter().filter(|w| !w.back).map(|w| (w.target_topic.clone(), w.partition)).collect();
+        self.target_groups.extents(&remote).unwrap_or_else(|e| {
+            FlowRetrying { flow: &self.flow, what: &format!("checkpoints: reading the remote partitions' ends: {e}") }
+                .emit();
+            HashMap::new()
+        })
     }
 
     fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), StageError> {
@@ -332,8 +394,10 @@ impl CheckpointTask {
         let mut held = Vec::new();
         let mut oldest: HashMap<(String, i32), SourceOffset> = HashMap::new();
         let groups = self.groups(&mut held)?;
-        let (mut written, mut moved_groups) = (0, 0);
         let mut owned = HashSet::new();
+        // Every (group, committed offset) of the round, then the target's extents: read after
+        // the commits, they bound what the stored positions must reflect.
+        let mut pending: Vec<(Arc<str>, Committed)> = Vec::new();
         for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
             // A group whose offsets could not be read is held back alone, until a later round.
             let committed = match committed {
@@ -356,10 +420,57 @@ impl CheckpointTask {
                 let w = by_partition.get(&(c.topic.as_str(), c.partition))?;
                 Some((group.clone(), w.target_topic.clone(), c.partition))
             }));
-            let wrote = self.write_checkpoints(group.as_str(), &committed, &by_partition, translation);
-            written += wrote;
-            moved_groups += usize::from(wrote > 0);
+            let group: Arc<str> = group.into();
+            pending.extend(committed.into_iter().map(|c| (group.clone(), c)));
         }
+        let extents = self.target_extents(&watched);
+        let extent_of: HashMap<(&str, i32), TargetExtent> = watched
+            .iter()
+            .filter_map(|w| {
+                let extent = extents.get(&(w.target_topic.clone(), w.partition))?;
+                Some(((w.source_topic.as_str(), w.partition), *extent))
+            })
+            .collect();
+        let (mut written, mut moved) = (0, HashSet::new());
+        let started = Instant::now();
+        loop {
+            let settling = started.elapsed() < self.settle_within;
+            let (mut waiting, mut held) = (Vec::new(), 0);
+            for (group, c) in pending {
+                let id = (c.topic.as_str(), c.partition);
+                let Some(w) = by_partition.get(&id) else { continue };
+                let checkpoint = match translation.checkpoint(&group, w, &c, extent_of.get(&id).copied()) {
+                    Verdict::Write(checkpoint) => checkpoint,
+                    // A group ahead of replication gets where the next record lands once the
+                    // flow did not catch up with it within the wait.
+                    Verdict::Ahead(checkpoint) if !settling => checkpoint,
+                    Verdict::Ahead(_) | Verdict::Wait if settling => {
+                        waiting.push((group, c));
+                        continue;
+                    }
+                    Verdict::Wait => {
+                        held += 1;
+                        continue;
+                    }
+                    Verdict::Ahead(_) | Verdict::Skip => continue,
+                };
+                if self.write_checkpoint(checkpoint) {
+                    written += 1;
+                    moved.insert(group);
+                }
+            }
+            if held > 0 {
+                CheckpointsHeld { flow: &self.flow, checkpoints: held, waited: started.elapsed() }.emit();
+            }
+            if waiting.is_empty() {
+                break;
+            }
+            // The flow stores what the target acknowledged every flush: read its positions again.
+            std::thread::sleep(SETTLE_POLL);
+            self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
+            pending = waiting;
+        }
+        let moved_groups = moved.len();
         if written > 0 {
             let _ = self.producer.flush(ROUND_STEP_TIMEOUT);
         }
@@ -599,20 +710,31 @@ mod tests {
         );
         let committed =
             |topic: &str, offset| Committed { topic: topic.into(), partition: 0, offset, metadata: "m".into() };
-        let forward = t.checkpoint("g", &watched[1], &committed("orders", 77)).expect("covered");
+        let write = |verdict: Verdict| match verdict {
+            Verdict::Write(c) => Some(c),
+            _ => None,
+        };
+        let remote = Some(TargetExtent { start: TargetOffset(0), end: TargetOffset(125) });
+        let forward = write(t.checkpoint("g", &watched[1], &committed("orders", 77), remote)).expect("covered");
         assert_eq!(
             (forward.topic.as_str(), forward.upstream, forward.downstream, forward.metadata.as_str()),
             ("a.orders", 77, 77, "m")
         );
-        let back = t.checkpoint("g", &watched[0], &committed("b.pay", 7)).expect("covered");
+        assert_eq!(
+            t.checkpoint("g", &watched[1], &committed("orders", 130), remote),
+            Verdict::Wait,
+            "the target holds records past the stored position, maybe below the commit"
+        );
+        assert_eq!(t.checkpoint("g", &watched[1], &committed("orders", 77), None), Verdict::Wait, "no extent read");
+        let back = write(t.checkpoint("g", &watched[0], &committed("b.pay", 7), None)).expect("covered");
         assert_eq!((back.topic.as_str(), back.upstream, back.downstream), ("pay", 7, 19));
         assert_eq!(
-            t.checkpoint("g", &watched[0], &committed("b.pay", 5)).map(|c| c.downstream),
+            write(t.checkpoint("g", &watched[0], &committed("b.pay", 5), None)).map(|c| c.downstream),
             Some(17),
             "the record after the marker"
         );
         assert_eq!(
-            t.checkpoint("g", &watched[0], &committed("b.pay", 18)).map(|c| c.downstream),
+            write(t.checkpoint("g", &watched[0], &committed("b.pay", 18), None)).map(|c| c.downstream),
             Some(30),
             "past everything replicated"
         );

@@ -1,7 +1,7 @@
 //! Events of the checkpoint task: checkpoints written and group offsets synced.
 
 use metrics::{counter, gauge};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// A round of checkpoints was written.
 pub struct CheckpointsEmitted<'a> {
@@ -26,6 +26,32 @@ impl CheckpointsEmitted<'_> {
             .increment(self.checkpoints as u64);
         gauge!("strait_checkpoints_last_round_timestamp_seconds", "flow" => self.flow.to_string())
             .set(super::unix_seconds());
+    }
+}
+
+/// Checkpoints a round did not write because the stored positions had not caught up with what
+/// the target held when the groups' commits were read (see [`crate::offsets::Settled`]); the
+/// next round tries again.
+pub struct CheckpointsHeld<'a> {
+    /// `source->target`.
+    pub flow: &'a str,
+    /// Checkpoints held back.
+    pub checkpoints: usize,
+    /// How long the round waited for the positions.
+    pub waited: std::time::Duration,
+}
+
+impl CheckpointsHeld<'_> {
+    /// Logs at warn level (the positions lag by more than two flushes, or the flow has replicated
+    /// nothing of a partition its groups read) and counts.
+    pub fn emit(&self) {
+        warn!(
+            flow = self.flow,
+            checkpoints = self.checkpoints,
+            waited_ms = self.waited.as_millis() as u64,
+            "checkpoints held back until a later round: the stored positions do not cover what the target holds yet"
+        );
+        counter!("strait_checkpoints_held_total", "flow" => self.flow.to_string()).increment(self.checkpoints as u64);
     }
 }
 

@@ -16,7 +16,7 @@ pub use flows::{
     AssignRetried, ConfigReloadRefused, ConfigReloaded, FlowLag, FlowStateChanged, MembershipRejoining,
     SettingsAgreement, ShutdownTimedOut, TasksChanged, TasksIdle, TransactionsAborted, TransactionsCommitted,
 };
-pub use groups::{CheckpointsEmitted, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
+pub use groups::{CheckpointsEmitted, CheckpointsHeld, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted};
 pub use links::{ClusterAnswered, ClusterUnanswered};
 pub use partition::{AckRound, AckRounds, PartitionMetrics};
 pub use topics::{
