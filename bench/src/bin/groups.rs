@@ -4,6 +4,11 @@
 //! 15) and with many requests in flight (the round now), and the run reports each way's wall
 //! time and this process's CPU (librdkafka's threads included), checking both read the same.
 //!
+//! It then times whole checkpoint rounds' reading and translating, today's and the round before
+//! issue 36 in turns (`ROUNDS` each): the committed offsets of every group, then each offset
+//! translated through a stored mapping; today's round also reads the remote partitions'
+//! extents and translates only what is settled ([`strait_core::offsets::Settled`]).
+//!
 //! Usage: strait-groups BOOTSTRAP GROUPS
 //! (benches/groups.sh starts the cluster and runs it.)
 
@@ -21,12 +26,15 @@ use anyhow::{bail, Context};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-use strait_core::checkpoints::{Committed, Groups};
+use strait_core::checkpoints::{Committed, Groups, Translation, Verdict, Watched};
 use strait_core::config::{ClientSettings, ClusterAlias, ClusterConfig};
+use strait_core::offsets::{PartitionMap, Run, SourceOffset, TargetOffset};
 
 const TOPIC: &str = "groups-bench";
 const PARTITIONS: i32 = 3;
 const PREFIX: &str = "bench-group-";
+/// Checkpoint rounds timed per way, in turns.
+const ROUNDS: usize = 7;
 /// Threads committing for the groups being made (the commits wait on the network, not the CPU).
 const MAKERS: usize = 16;
 
@@ -91,6 +99,78 @@ fn main() -> anyhow::Result<()> {
         count as f64 / par_s
     );
     eprintln!("{read} committed offsets read both ways, identical; {runtime} cores");
+    rounds(&reader, &names, &partitions, count)
+}
+
+/// Times `ROUNDS` checkpoint rounds of each way, in turns, and prints medians with their range.
+fn rounds(reader: &Groups, names: &[String], partitions: &[(String, i32)], count: usize) -> anyhow::Result<()> {
+    // Every partition replicated 1:1 up to 1000 (the groups committed below that).
+    let mut translation = Translation::default();
+    let mut watched = Vec::new();
+    for (topic, partition) in partitions {
+        let mut map = PartitionMap::default();
+        map.open(Run { upstream: SourceOffset(0), downstream: TargetOffset(0), len: 1000 }, SourceOffset(1000));
+        translation.forward.partitions.insert((topic.clone(), *partition), map);
+        watched.push(Watched {
+            source_topic: topic.clone(),
+            partition: *partition,
+            target_topic: topic.clone(),
+            back: false,
+        });
+    }
+    let me = std::process::id();
+    let cpu = || process::cpu_seconds(me).unwrap_or(0.0);
+    // (wall s, CPU s) of each round.
+    let mut before: Vec<(f64, f64)> = Vec::new();
+    let mut now: Vec<(f64, f64)> = Vec::new();
+    for round in 0..ROUNDS * 2 {
+        let settled = (round % 2 == 0) == (round / 2 % 2 == 0);
+        let (t, c) = (Instant::now(), cpu());
+        let read = reader.committed_by_group(names, partitions);
+        let extents = if settled { reader.extents(partitions)? } else { Default::default() };
+        let mut translated = 0usize;
+        for (group, committed) in read {
+            for c in committed.with_context(|| format!("reading group {group}"))? {
+                let Some(w) = watched.iter().find(|w| w.source_topic == c.topic && w.partition == c.partition) else {
+                    continue;
+                };
+                let written = if settled {
+                    let extent = extents.get(&(w.target_topic.clone(), w.partition)).copied();
+                    matches!(translation.checkpoint(&group, w, &c, extent), Verdict::Write(_))
+                } else {
+                    translation.resume_at(w, SourceOffset(c.offset)).is_some()
+                };
+                translated += usize::from(written);
+            }
+        }
+        if translated != count * partitions.len() {
+            bail!("a round translated {translated} offsets, expected {}", count * partitions.len());
+        }
+        let sample = (t.elapsed().as_secs_f64(), cpu() - c);
+        if settled {
+            now.push(sample)
+        } else {
+            before.push(sample)
+        }
+    }
+    let summary = |v: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+        let mut x: Vec<f64> = v.iter().map(pick).collect();
+        x.sort_by(f64::total_cmp);
+        format!("{:.2} ({:.2}-{:.2})", x[x.len() / 2], x[0], x[x.len() - 1])
+    };
+    println!();
+    println!("| checkpoint round, {count} groups, {ROUNDS} each in turns | wall s | CPU s |");
+    println!("|---|---|---|");
+    println!(
+        "| translate through the stored mapping (before issue 36) | {} | {} |",
+        summary(&before, |s| s.0),
+        summary(&before, |s| s.1)
+    );
+    println!(
+        "| read the remote extents, translate what is settled (now) | {} | {} |",
+        summary(&now, |s| s.0),
+        summary(&now, |s| s.1)
+    );
     Ok(())
 }
 
