@@ -157,7 +157,8 @@ impl Groups {
 
     /// The log start and end offsets of each of `partitions` on this cluster as a flow's
     /// target; the end is the last stable offset (the lister reads `read_committed`), so an
-    /// open transaction is not counted. Partitions the cluster gave no answer for are left out.
+    /// open transaction is not counted. Partitions the cluster gave no answer for are left out;
+    /// the caller says whether the flow stores its positions with its records.
     pub fn extents(&self, partitions: &[(String, i32)]) -> Result<HashMap<(String, i32), TargetExtent>, ClusterError> {
         // The end first: a log start read after it is never past it.
         let ends = self.list_offsets(partitions, Offset::End, "log end")?;
@@ -166,7 +167,9 @@ impl Groups {
             .into_iter()
             .filter_map(|(id, end)| {
                 let start = *starts.get(&id)?;
-                Some((id, TargetExtent { start: TargetOffset(start), end: TargetOffset(end) }))
+                let extent =
+                    TargetExtent { start: TargetOffset(start), end: TargetOffset(end), stored_with_records: false };
+                Some((id, extent))
             })
             .collect())
     }

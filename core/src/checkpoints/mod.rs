@@ -238,6 +238,8 @@ pub struct CheckpointTask {
     /// How long a round waits for the flow to store the positions the target already holds
     /// (see [`settle_within`]).
     pub settle_within: Duration,
+    /// Exactly-once: the flow commits its positions with its records.
+    pub stored_with_records: bool,
 }
 
 /// How long a checkpoint round waits for stored positions to cover what the target holds: two
@@ -299,6 +301,7 @@ impl CheckpointTask {
             topic,
             last,
             owned: HashSet::new(),
+            stored_with_records: site.flow.exactly_once,
             settle_within: settle_within(if site.flow.exactly_once {
                 site.flow.transaction_interval
             } else {
@@ -423,7 +426,10 @@ impl CheckpointTask {
             let group: Arc<str> = group.into();
             pending.extend(committed.into_iter().map(|c| (group.clone(), c)));
         }
-        let extents = self.target_extents(&watched);
+        let mut extents = self.target_extents(&watched);
+        for extent in extents.values_mut() {
+            extent.stored_with_records = self.stored_with_records;
+        }
         let extent_of: HashMap<(&str, i32), TargetExtent> = watched
             .iter()
             .filter_map(|w| {
@@ -714,7 +720,7 @@ mod tests {
             Verdict::Write(c) => Some(c),
             _ => None,
         };
-        let remote = Some(TargetExtent { start: TargetOffset(0), end: TargetOffset(125) });
+        let remote = Some(TargetExtent { start: TargetOffset(0), end: TargetOffset(125), stored_with_records: false });
         let forward = write(t.checkpoint("g", &watched[1], &committed("orders", 77), remote)).expect("covered");
         assert_eq!(
             (forward.topic.as_str(), forward.upstream, forward.downstream, forward.metadata.as_str()),

@@ -21,11 +21,17 @@ pub struct TargetExtent {
     pub start: TargetOffset,
     /// The offset the next record will get.
     pub end: TargetOffset,
+    /// The flow commits its positions in the same transaction as the records they cover
+    /// (exactly-once): nothing on the target can be missing from the stored mapping, and the
+    /// end counts the flow's own commit markers, which no run covers.
+    pub stored_with_records: bool,
 }
 
 impl TargetExtent {
-    fn is_empty(&self) -> bool {
-        self.start >= self.end
+    /// Whether the target may hold records of this flow past `mapped` that its stored
+    /// positions do not cover yet.
+    fn beyond(&self, mapped: TargetOffset) -> bool {
+        !self.stored_with_records && self.end > mapped
     }
 }
 
@@ -59,10 +65,10 @@ impl PartitionMap {
             // flow's next record lands, wherever later records went.
             (true, Some(_)) => self.translate(committed).map_or(Settled::Unknown, Settled::Exact),
             // Past the stored position, with nothing beyond the mapping on the target.
-            (false, Some(end)) if target.end <= end => Settled::Ahead(end),
+            (false, Some(end)) if !target.beyond(end) => Settled::Ahead(end),
             // No run stored and every record before the commit skipped: where this flow's first
-            // record lands is known only while the remote partition is empty.
-            (true, None) if target.is_empty() => Settled::Exact(target.end),
+            // record lands is known only while the remote partition holds nothing of it.
+            (true, None) if !target.beyond(target.start) => Settled::Exact(target.end),
             // The rest: records on the target the mapping does not cover, or a group that read
             // records of a partition the flow has replicated nothing of yet (a flow that just
             // started): a translation now would send the group back to the start.
@@ -79,7 +85,7 @@ mod tests {
     use crate::offsets::{Run, RunTracker};
 
     fn extent(start: i64, end: i64) -> TargetExtent {
-        TargetExtent { start: TargetOffset(start), end: TargetOffset(end) }
+        TargetExtent { start: TargetOffset(start), end: TargetOffset(end), stored_with_records: false }
     }
 
     #[test]
@@ -112,6 +118,23 @@ mod tests {
         );
         assert_eq!(m.settled(SourceOffset(0), extent(7, 7)), Settled::Exact(TargetOffset(7)), "emptied by retention");
         assert_eq!(m.settled(SourceOffset(0), extent(0, 3)), Settled::Pending, "records nobody mapped yet");
+    }
+
+    #[test]
+    fn exactly_once_positions_cover_everything_committed_on_the_target_but_its_markers() {
+        let mut m = PartitionMap::default();
+        m.set_next(SourceOffset(0));
+        let committed_with_markers =
+            |start, end| TargetExtent { start: TargetOffset(start), end: TargetOffset(end), stored_with_records: true };
+        assert_eq!(
+            m.settled(SourceOffset(10), committed_with_markers(0, 1)),
+            Settled::Pending,
+            "nothing replicated yet"
+        );
+        assert_eq!(m.settled(SourceOffset(0), committed_with_markers(0, 1)), Settled::Exact(TargetOffset(1)));
+        m.open(Run { upstream: SourceOffset(0), downstream: TargetOffset(0), len: 10 }, SourceOffset(10));
+        // 10 records and the commit marker at 10: the source ends with a marker of its own at 10.
+        assert_eq!(m.settled(SourceOffset(11), committed_with_markers(0, 11)), Settled::Ahead(TargetOffset(10)));
     }
 
     #[test]
@@ -199,6 +222,7 @@ mod tests {
             replicated in proptest::collection::vec(prop::bool::weighted(0.8), 1..40),
             before in 0i64..3,
             emptied in any::<bool>(),
+            stored_with_records in any::<bool>(),
             steps in proptest::collection::vec(step(), 1..80),
         ) {
             let mut h = History {
@@ -210,12 +234,18 @@ mod tests {
             let start = TargetOffset(if emptied { before } else { 0 });
             for step in steps {
                 match step {
+                    // Exactly-once: a record is on the target only with the position covering it.
+                    Step::Handle if stored_with_records => {
+                        h.handle();
+                        h.store();
+                    }
                     Step::Handle => h.handle(),
                     Step::Store => h.store(),
                     Step::Round { committed, store_between } => {
                         let committed = h.replicated.len() * committed as usize / 100;
                         let handled_when_read = h.handled;
-                        let target = TargetExtent { start, end: TargetOffset(h.before + h.acknowledged()) };
+                        let end = TargetOffset(h.before + h.acknowledged());
+                        let target = TargetExtent { start, end, stored_with_records };
                         if store_between {
                             h.store();
                         }
@@ -231,7 +261,7 @@ mod tests {
                                 // After a store only a partition with no run yet stays pending:
                                 // records nobody mapped on the target, or a group ahead of it.
                                 let unmapped = h.stored.runs().next().is_none()
-                                    && ((!emptied && h.before > 0) || h.handled < committed);
+                                    && ((!emptied && h.before > 0 && !stored_with_records) || h.handled < committed);
                                 prop_assert!(!store_between || unmapped, "still pending after a store");
                             }
                             Settled::Unknown => {
