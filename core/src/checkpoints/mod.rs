@@ -8,22 +8,21 @@
 //! checkpoints mapped back to the original topic (failback).
 
 mod groups;
+mod round;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::BaseRecord;
-
 pub use groups::{Committed, Groups};
+pub use round::settle_within;
+use round::Round;
 
 use crate::cluster::{ClusterError, ControlProducer, TopicSpec, REACH_TIMEOUT};
 use crate::config::{CheckpointConfig, TopicFilter};
-use crate::events::{
-    CheckpointsEmitted, CheckpointsHeld, FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped, OffsetRunsDeleted,
-};
+use crate::events::{FlowRetrying, GroupOffsetsSynced, GroupSyncSkipped};
 use crate::offsets::mm2::Checkpoint;
-use crate::offsets::store::{encode_run_key, read_topic, Mappings, TopicTail};
+use crate::offsets::store::{read_topic, Mappings, TopicTail};
 use crate::offsets::{Settled, TargetExtent};
 use crate::pipeline::{Periodic, StageError};
 use crate::policy::{ReplicationPolicy, WasmFilters};
@@ -242,16 +241,6 @@ pub struct CheckpointTask {
     pub stored_with_records: bool,
 }
 
-/// How long a checkpoint round waits for stored positions to cover what the target holds: two
-/// position stores (flushes, or transactions in exactly-once) and a second, at most one round
-/// step.
-pub fn settle_within(flush: Duration) -> Duration {
-    (flush * 2 + Duration::from_secs(1)).min(ROUND_STEP_TIMEOUT)
-}
-
-/// How often a waiting round reads the position topic again.
-const SETTLE_POLL: Duration = Duration::from_millis(100);
-
 /// The clients a flow's checkpoint rounds read groups and positions through, shared with the
 /// process's other flows.
 pub struct CheckpointClients {
@@ -318,6 +307,7 @@ impl CheckpointTask {
             task: self,
             translation: Translation::default(),
             back_found: false,
+            round: None,
             next_checkpoint: Instant::now(),
             next_sync,
         }
@@ -335,220 +325,16 @@ impl CheckpointTask {
             match self.filters.group(&group) {
                 Ok(true) => groups.push(group),
                 Ok(false) => {}
-                Err(e) => {
-                    FlowRetrying {
-                        flow: &self.flow,
-                        what: &format!("group `{group}` not checkpointed this round: {e}"),
-                    }
-                    .emit();
-                    held.push(group);
-                }
+                Err(e) => self.hold(group, e, held),
             }
         }
         Ok(groups)
     }
 
-    /// Writes `checkpoint` if it moved since the last written; whether it did.
-    fn write_checkpoint(&mut self, checkpoint: Checkpoint) -> bool {
-        let key = (checkpoint.group.clone(), checkpoint.topic.clone(), checkpoint.partition);
-        if !due(self.last.get(&key), checkpoint.upstream, checkpoint.downstream) {
-            return false;
-        }
-        let (k, v) = (checkpoint.encode_key(), checkpoint.encode_value());
-        if let Err((e, _)) = self.producer.send(BaseRecord::to(&self.topic).key(&k[..]).payload(&v[..])) {
-            FlowRetrying { flow: &self.flow, what: &format!("checkpoint to {} not sent: {e}", self.topic) }.emit();
-            return false;
-        }
-        self.last.insert(key, checkpoint);
-        true
-    }
-
-    /// The remote partitions' extents on the target, read after the groups' commits; none
-    /// when the target does not answer (the round then writes no forward checkpoint).
-    fn target_extents(&self, watched: &[Watched]) -> HashMap<(String, i32), TargetExtent> {
-        let remote: Vec<(String, i32)> =
-            watched.iter().filter(|w| !w.back).map(|w| (w.target_topic.clone(), w.partition)).collect();
-        self.target_groups.extents(&remote).unwrap_or_else(|e| {
-            FlowRetrying { flow: &self.flow, what: &format!("checkpoints: reading the remote partitions' ends: {e}") }
-                .emit();
-            HashMap::new()
-        })
-    }
-
-    fn checkpoint_round(&mut self, translation: &mut Translation, back_found: &mut bool) -> Result<(), StageError> {
-        self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
-        // The reverse flow's positions live on this flow's source; it may start later.
-        if !*back_found {
-            *back_found = self.source_groups.topic_exists(self.back_tail.topic())?;
-        }
-        if *back_found {
-            self.back_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.back.apply(k, v))?;
-            // The reverse flow deletes the runs of its own deleted topics.
-            translation.back.orphaned.clear();
-        }
-        let watched =
-            translation.watched(self.naming.as_ref(), &self.topics, &self.source_alias, &self.target_alias)?;
-        let by_partition: HashMap<(&str, i32), &Watched> =
-            watched.iter().map(|w| ((w.source_topic.as_str(), w.partition), w)).collect();
-        let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
-
-        // Pruning the mapping needs the oldest offset of every group: a group not read this
-        // round could be the one still needing a run.
-        let mut held = Vec::new();
-        let mut oldest: HashMap<(String, i32), SourceOffset> = HashMap::new();
-        let groups = self.groups(&mut held)?;
-        let mut owned = HashSet::new();
-        // Every (group, committed offset) of the round, then the target's extents: read after
-        // the commits, they bound what the stored positions must reflect.
-        let mut pending: Vec<(Arc<str>, Committed)> = Vec::new();
-        for (group, committed) in self.source_groups.committed_by_group(&groups, &partitions) {
-            // A group whose offsets could not be read is held back alone, until a later round.
-            let committed = match committed {
-                Ok(committed) => committed,
-                Err(e) => {
-                    FlowRetrying {
-                        flow: &self.flow,
-                        what: &format!("group `{group}` not checkpointed this round: {e}"),
-                    }
-                    .emit();
-                    held.push(group);
-                    continue;
-                }
-            };
-            for c in committed.iter().filter(|c| c.offset >= 0) {
-                let at = oldest.entry((c.topic.clone(), c.partition)).or_insert(SourceOffset(c.offset));
-                *at = (*at).min(SourceOffset(c.offset));
-            }
-            owned.extend(committed.iter().filter_map(|c| {
-                let w = by_partition.get(&(c.topic.as_str(), c.partition))?;
-                Some((group.clone(), w.target_topic.clone(), c.partition))
-            }));
-            let group: Arc<str> = group.into();
-            pending.extend(committed.into_iter().map(|c| (group.clone(), c)));
-        }
-        let mut extents = self.target_extents(&watched);
-        for extent in extents.values_mut() {
-            extent.stored_with_records = self.stored_with_records;
-        }
-        let extent_of: HashMap<(&str, i32), TargetExtent> = watched
-            .iter()
-            .filter_map(|w| {
-                let extent = extents.get(&(w.target_topic.clone(), w.partition))?;
-                Some(((w.source_topic.as_str(), w.partition), *extent))
-            })
-            .collect();
-        let (mut written, mut moved) = (0, HashSet::new());
-        let started = Instant::now();
-        loop {
-            let settling = started.elapsed() < self.settle_within;
-            let (mut waiting, mut held) = (Vec::new(), 0);
-            for (group, c) in pending {
-                let id = (c.topic.as_str(), c.partition);
-                let Some(w) = by_partition.get(&id) else { continue };
-                let checkpoint = match translation.checkpoint(&group, w, &c, extent_of.get(&id).copied()) {
-                    Verdict::Write(checkpoint) => checkpoint,
-                    // A group ahead of replication gets where the next record lands once the
-                    // flow did not catch up with it within the wait.
-                    Verdict::Ahead(checkpoint) if !settling => checkpoint,
-                    Verdict::Ahead(_) | Verdict::Wait if settling => {
-                        waiting.push((group, c));
-                        continue;
-                    }
-                    Verdict::Wait => {
-                        held += 1;
-                        continue;
-                    }
-                    Verdict::Ahead(_) | Verdict::Skip => continue,
-                };
-                if self.write_checkpoint(checkpoint) {
-                    written += 1;
-                    moved.insert(group);
-                }
-            }
-            if held > 0 {
-                CheckpointsHeld { flow: &self.flow, checkpoints: held, waited: started.elapsed() }.emit();
-            }
-            if waiting.is_empty() {
-                break;
-            }
-            // The flow stores what the target acknowledged every flush: read its positions again.
-            std::thread::sleep(SETTLE_POLL);
-            self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v))?;
-            pending = waiting;
-        }
-        let moved_groups = moved.len();
-        if written > 0 {
-            let _ = self.producer.flush(ROUND_STEP_TIMEOUT);
-        }
-        // A group held back this round keeps what it covered before.
-        owned.extend(self.owned.iter().filter(|(g, _, _)| held.contains(g)).cloned());
-        self.owned = owned;
-        CheckpointsEmitted { flow: &self.flow, groups: moved_groups, checkpoints: written }.emit();
-        // A run can only go when a later one exists: partitions with one run cost no request.
-        let prunable: Vec<(String, i32)> = watched
-            .iter()
-            .filter(|w| !w.back)
-            .map(|w| (w.source_topic.clone(), w.partition))
-            .filter(|id| translation.forward.partitions.get(id).is_some_and(|m| m.runs().nth(1).is_some()))
-            .collect();
-        self.prune(&mut translation.forward, &prunable, held.is_empty().then_some(&oldest));
-        Ok(())
-    }
-
-    /// Deletes the runs of the flow's own mapping that no translation needs any more (see
-    /// [`crate::offsets::PartitionMap::obsolete`]), and those of deleted source topics, so the
-    /// position topic stays bounded. `oldest` is every group's oldest committed offset per
-    /// partition, when every group could be read. Only the forward mapping: the reverse flow
-    /// prunes its own, against the groups of its source.
-    fn prune(
-        &mut self,
-        forward: &mut Mappings,
-        partitions: &[(String, i32)],
-        oldest: Option<&HashMap<(String, i32), SourceOffset>>,
-    ) {
-        if partitions.is_empty() && forward.orphaned.is_empty() {
-            return;
-        }
-        let topic = self.forward_tail.topic().to_string();
-        let starts = match self.source_groups.log_starts(partitions) {
-            Ok(starts) => starts,
-            Err(e) => {
-                FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
-                return;
-            }
-        };
-        let mut dead: Vec<((String, i32), SourceOffset)> = forward.orphaned.iter().cloned().collect();
-        for id in partitions {
-            let Some(map) = forward.partitions.get(id) else { continue };
-            // A partition no group committed on keeps its runs back to the log start: a group
-            // that turns up later at any offset still gets an exact answer.
-            let needed = oldest.and_then(|o| o.get(id).copied());
-            dead.extend(
-                map.obsolete(starts.get(id).copied(), needed).into_iter().map(|upstream| (id.clone(), upstream)),
-            );
-        }
-        if dead.is_empty() {
-            return;
-        }
-        for ((source_topic, partition), upstream) in &dead {
-            let key = encode_run_key(source_topic, *partition, *upstream);
-            if let Err((e, _)) = self.producer.send(BaseRecord::<[u8], [u8]>::to(&topic).key(&key[..])) {
-                FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
-                return;
-            }
-        }
-        if let Err(e) = self.producer.flush(ROUND_STEP_TIMEOUT) {
-            // Not forgotten here: the next round finds the same runs and deletes them again.
-            FlowRetrying { flow: &self.flow, what: &format!("deleting offset runs in {topic}: {e}") }.emit();
-            return;
-        }
-        for (id, upstream) in &dead {
-            forward.orphaned.remove(&(id.clone(), *upstream));
-            if let Some(map) = forward.partitions.get_mut(id) {
-                map.forget(*upstream);
-            }
-        }
-        OffsetRunsDeleted { flow: &self.flow, runs: dead.len() }.emit();
+    /// Holds `group` back from this round alone, for `why`, until a later round.
+    fn hold(&self, group: String, why: impl std::fmt::Display, held: &mut Vec<String>) {
+        FlowRetrying { flow: &self.flow, what: &format!("group `{group}` not checkpointed this round: {why}") }.emit();
+        held.push(group);
     }
 
     /// Commits the latest checkpoints of every group of this flow that is empty on the target,
@@ -602,17 +388,30 @@ pub struct CheckpointTicker {
     translation: Translation,
     /// Whether the reverse flow's position topic exists.
     back_found: bool,
+    /// The round still waiting for the flow's positions, if one is.
+    round: Option<Round>,
     next_checkpoint: Instant,
     next_sync: Option<Instant>,
 }
 
 impl Periodic for CheckpointTicker {
     fn tick(&mut self) {
-        if Instant::now() >= self.next_checkpoint {
-            if let Err(e) = self.task.checkpoint_round(&mut self.translation, &mut self.back_found) {
-                FlowRetrying { flow: &self.task.flow, what: &format!("checkpoints: {e}") }.emit();
+        if self.round.is_none() && Instant::now() >= self.next_checkpoint {
+            match self.task.start_round(&mut self.translation, &mut self.back_found) {
+                Ok(round) => self.round = Some(round),
+                Err(e) => {
+                    FlowRetrying { flow: &self.task.flow, what: &format!("checkpoints: {e}") }.emit();
+                    self.next_checkpoint = Instant::now() + self.task.config.interval;
+                }
             }
-            self.next_checkpoint = Instant::now() + self.task.config.interval;
+        }
+        if let Some(mut round) = self.round.take() {
+            if self.task.settle(&mut round, &mut self.translation) {
+                self.task.finish_round(round, &mut self.translation);
+                self.next_checkpoint = Instant::now() + self.task.config.interval;
+            } else {
+                self.round = Some(round);
+            }
         }
         if let (Some(at), Some(interval)) = (self.next_sync, self.task.config.sync_group_offsets) {
             if Instant::now() >= at {
