@@ -106,7 +106,15 @@ impl Translation {
     ) -> Verdict {
         let upstream = SourceOffset(committed.offset);
         let (downstream, ahead) = if watched.back {
-            (self.resume_at(watched, upstream), false)
+            // The reverse flow copies this flow's target to its source: its offsets are this
+            // flow's with the sides swapped.
+            let Some(map) = self.back.get(&watched.target_topic, watched.partition) else { return Verdict::Skip };
+            match map.settled_back(TargetOffset(upstream.get())) {
+                Settled::Exact(theirs) => (Some(TargetOffset(theirs.get())), false),
+                Settled::Ahead(theirs) => (Some(TargetOffset(theirs.get())), true),
+                Settled::Pending => return Verdict::Wait,
+                Settled::Unknown => (None, false),
+            }
         } else {
             let Some(map) = self.forward.get(&watched.source_topic, watched.partition) else { return Verdict::Skip };
             let Some(target) = target else { return Verdict::Wait };

@@ -35,16 +35,18 @@ impl TargetExtent {
     }
 }
 
-/// What the stored mapping says of a group's committed offset.
+/// What the stored mapping says of a group's committed offset: where it resumes on the other
+/// cluster (`O`: a [`TargetOffset`] forward, a [`SourceOffset`] on the way back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settled {
+pub enum Settled<O> {
     /// The group resumes here on the target: nothing the target held when the commit was read
     /// is missing from the translation.
-    Exact(TargetOffset),
+    Exact(O),
     /// The group is ahead of replication: source records before its committed offset are not
     /// on the target yet, and it resumes where the next of them will land. Exact for what the
     /// target holds, but the flow is likely to catch up within moments: worth waiting for.
-    Ahead(TargetOffset),
+    /// On the way back: the group read records on the flow's target past the stored mapping.
+    Ahead(O),
     /// The target holds records the stored mapping does not cover yet, some of which may be
     /// below the committed offset, or none of the partition's records was replicated yet while
     /// the group already read some: wait for the next stored positions.
@@ -56,7 +58,7 @@ pub enum Settled {
 impl PartitionMap {
     /// Translates `committed` (a group's next source offset) only when that translation
     /// reflects every record the target held at `target`: see the module's documentation.
-    pub fn settled(&self, committed: SourceOffset, target: TargetExtent) -> Settled {
+    pub fn settled(&self, committed: SourceOffset, target: TargetExtent) -> Settled<TargetOffset> {
         let last_end = self.runs().last().map(|run| run.downstream.after(run.len));
         let covered = self.next().is_some_and(|next| committed <= next);
         match (covered, last_end) {
@@ -73,6 +75,20 @@ impl PartitionMap {
             // records of a partition the flow has replicated nothing of yet (a flow that just
             // started): a translation now would send the group back to the start.
             _ => Settled::Pending,
+        }
+    }
+
+    /// The way back (failback): where a group whose next offset on this flow's *target* is
+    /// `committed` resumes on the source. Exact while the stored mapping reaches the commit;
+    /// past it, the group read records the flow acknowledged but has not stored yet (or that
+    /// another writer put there), and it gets the first source offset the mapping does not
+    /// cover: [`Settled::Ahead`].
+    pub fn settled_back(&self, committed: TargetOffset) -> Settled<SourceOffset> {
+        let Some(last) = self.runs().last() else { return Settled::Unknown };
+        match self.translate_back(committed) {
+            None => Settled::Unknown,
+            Some(source) if committed <= last.downstream.after(last.len) => Settled::Exact(source),
+            Some(source) => Settled::Ahead(source),
         }
     }
 }
@@ -135,6 +151,23 @@ mod tests {
         m.open(Run { upstream: SourceOffset(0), downstream: TargetOffset(0), len: 10 }, SourceOffset(10));
         // 10 records and the commit marker at 10: the source ends with a marker of its own at 10.
         assert_eq!(m.settled(SourceOffset(11), committed_with_markers(0, 11)), Settled::Ahead(TargetOffset(10)));
+    }
+
+    #[test]
+    fn the_way_back_is_exact_only_as_far_as_the_stored_mapping_reaches() {
+        let mut m = PartitionMap::default();
+        // A partition seen for the first time is anchored by an empty run before any record.
+        m.open(Run { upstream: SourceOffset(0), downstream: TargetOffset(0), len: 0 }, SourceOffset(0));
+        assert_eq!(m.settled_back(TargetOffset(0)), Settled::Exact(SourceOffset(0)));
+        assert_eq!(
+            m.settled_back(TargetOffset(66)),
+            Settled::Ahead(SourceOffset(0)),
+            "the group read 66 records on the target that the stored mapping does not reach yet"
+        );
+        m.open(Run { upstream: SourceOffset(0), downstream: TargetOffset(0), len: 66 }, SourceOffset(66));
+        assert_eq!(m.settled_back(TargetOffset(66)), Settled::Exact(SourceOffset(66)));
+        assert_eq!(m.settled_back(TargetOffset(17)), Settled::Exact(SourceOffset(17)));
+        assert_eq!(PartitionMap::default().settled_back(TargetOffset(3)), Settled::Unknown);
     }
 
     #[test]
