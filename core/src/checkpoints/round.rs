@@ -39,6 +39,8 @@ pub struct Round {
     /// Every group's oldest commit per partition, for pruning; `None` when a group could not
     /// be read.
     oldest: Option<HashMap<(String, i32), SourceOffset>>,
+    /// Whether the reverse flow's positions are read too (its position topic exists).
+    back: bool,
     started: Instant,
     next_look: Instant,
     written: usize,
@@ -107,6 +109,7 @@ impl CheckpointTask {
             extents,
             pending,
             oldest: held.is_empty().then_some(oldest),
+            back: *back_found,
             started: now,
             next_look: now,
             written: 0,
@@ -122,9 +125,16 @@ impl CheckpointTask {
             return false;
         }
         if now > round.started {
-            // The flow stores what the target acknowledged every flush: read its positions again.
+            // The flows store what their targets acknowledged every flush: read their positions
+            // again, this flow's and, for failback, the reverse flow's.
             if let Err(e) = self.forward_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.forward.apply(k, v)) {
                 FlowRetrying { flow: &self.flow, what: &format!("checkpoints: {e}") }.emit();
+            }
+            if round.back {
+                if let Err(e) = self.back_tail.catch_up(ROUND_STEP_TIMEOUT, |k, v| translation.back.apply(k, v)) {
+                    FlowRetrying { flow: &self.flow, what: &format!("checkpoints: {e}") }.emit();
+                }
+                translation.back.orphaned.clear();
             }
         }
         let settling = round.started.elapsed() < self.settle_within;
