@@ -11,6 +11,7 @@ use strait_core::flows::{RunOptions, Signals};
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 
 mod operator;
+mod verify;
 
 #[derive(Parser)]
 #[command(name = "strait", version, about = "Kafka cross-cluster replication, configured like MirrorMaker 2")]
@@ -76,6 +77,9 @@ enum Command {
         #[arg(long, value_name = "ADDR:PORT")]
         metrics: Option<SocketAddr>,
     },
+    /// Prove a flow's copy: every source record on the target once, in order, unchanged, read
+    /// through the flow's stored offset mapping. Exits 3 when the copy differs.
+    Verify(verify::VerifyArgs),
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
         /// The MM2 properties file.
@@ -156,6 +160,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to)
         }
         Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
+        Command::Verify(args) => {
+            let config = load(&args.config)?;
+            if !verify::verify(args, &config)? {
+                std::process::exit(verify::DIFFERS);
+            }
+            Ok(())
+        }
         Command::Status { config, metrics } => {
             let config = load(&config)?;
             let metrics = metrics.unwrap_or(config.metrics_listen);

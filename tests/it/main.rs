@@ -33,4 +33,5 @@ mod shutdown;
 mod topic_sync;
 mod topologies;
 mod translate;
+mod verify;
 mod wan;

@@ -181,6 +181,21 @@ impl PartitionMap {
         Some(if upstream < run.up_end() { run.downstream.after(upstream.since(run.upstream)) } else { run.down_end() })
     }
 
+    /// Where the record at source offset `upstream` landed, when a run covers it: no guess
+    /// across a gap (what `strait verify` checks each record against).
+    ///
+    /// ```
+    /// use strait_core::offsets::{PartitionMap, Run, SourceOffset as S, TargetOffset as T};
+    /// let mut m = PartitionMap::default();
+    /// m.open(Run { upstream: S(10), downstream: T(0), len: 5 }, S(15));
+    /// assert_eq!(m.place(S(12)), Some(T(2)));
+    /// assert_eq!(m.place(S(15)), None, "past the run");
+    /// ```
+    pub fn place(&self, upstream: SourceOffset) -> Option<TargetOffset> {
+        let (_, run) = self.runs.range(..=upstream).next_back()?;
+        (upstream < run.up_end()).then(|| run.downstream.after(upstream.since(run.upstream)))
+    }
+
     /// The way back: the source offset a group whose next target offset is `downstream`
     /// resumes at on the source (failback). Past a run's end it is the first source offset the
     /// run did not cover, so nothing the group has not seen is skipped.

@@ -1,6 +1,7 @@
 //! What the operator commands compute: a group's positions on the other cluster
 //! (`strait offsets translate`, MM2's `RemoteClusterUtils`), the failover plan with its RPO
-//! (`strait failover`), and each flow's health (`strait status`).
+//! (`strait failover`), each flow's health (`strait status`) and proof of the copy
+//! (`strait verify`).
 //!
 //! Everything is read from the clusters, never from a running strait: the commands work while
 //! strait is down, and `failover` works while the source is down (from the checkpoints).
@@ -9,6 +10,7 @@ mod failover;
 mod lag;
 mod preview;
 mod status;
+pub mod verify;
 
 pub use failover::{apply_failover, plan_failover, FailoverPlan};
 pub use lag::PartitionLag;
