@@ -10,6 +10,7 @@ use strait_core::config::Config;
 use strait_core::flows::{RunOptions, Signals};
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 
+mod moves;
 mod operator;
 mod verify;
 
@@ -60,10 +61,40 @@ enum Command {
     },
     /// Show what failing a consumer group over to the other cluster costs (RPO) and where it
     /// would resume; with --apply, commit those positions there.
+    ///
+    /// With --flow instead of --group/--from/--to: every group of the flow at once, in one plan.
     Failover {
-        #[command(flatten)]
-        group: GroupMove,
-        /// Commit the positions on the target (only while the group has no members there).
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// Every group the flow `source->target` checkpoints (with the source down: every
+        /// group it wrote checkpoints for).
+        #[arg(long, value_name = "SOURCE->TARGET", conflicts_with_all = ["group", "from", "to"])]
+        flow: Option<String>,
+        /// The consumer group.
+        #[arg(long, required_unless_present = "flow")]
+        group: Option<String>,
+        /// The cluster the group consumed from.
+        #[arg(long, value_name = "ALIAS", required_unless_present = "flow")]
+        from: Option<String>,
+        /// The cluster it moves to.
+        #[arg(long, value_name = "ALIAS", required_unless_present = "flow")]
+        to: Option<String>,
+        /// Commit the positions on the target (only for groups with no members there).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Prepare the way home after a failover of the flow `source->target`: check that the
+    /// reverse flow runs and what of the target it has not copied home yet, and plan (with
+    /// --apply, commit) every group's positions back on the source.
+    Failback {
+        /// The MM2 properties file.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// The flow that was failed over, `source->target`.
+        #[arg(long, value_name = "SOURCE->TARGET")]
+        flow: String,
+        /// Commit the positions on the source (only for groups with no members there).
         #[arg(long)]
         apply: bool,
     },
@@ -159,7 +190,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Offsets { command: OffsetsCommand::Translate { group: g } } => {
             operator::translate(&load(&g.config)?, &g.group, &g.from, &g.to)
         }
-        Command::Failover { group: g, apply } => operator::failover(&load(&g.config)?, &g.group, &g.from, &g.to, apply),
+        Command::Failover { config, flow: Some(flow), apply, .. } => {
+            moves::failover_flow(&load(&config)?, &flow, apply)
+        }
+        Command::Failover { config, flow: None, group, from, to, apply } => {
+            let (Some(group), Some(from), Some(to)) = (group, from, to) else {
+                anyhow::bail!("give --flow source->target, or --group, --from and --to")
+            };
+            operator::failover(&load(&config)?, &group, &from, &to, apply)
+        }
+        Command::Failback { config, flow, apply } => moves::failback(&load(&config)?, &flow, apply),
         Command::Verify(args) => {
             let config = load(&args.config)?;
             if !verify::verify(args, &config)? {

@@ -72,10 +72,7 @@ fn time(text: &str, now: i64) -> anyhow::Result<i64> {
 
 /// Runs `strait verify`; `Ok(false)` when the copy differs.
 pub fn verify(args: VerifyArgs, config: &Config) -> anyhow::Result<bool> {
-    let (from, to) = args
-        .flow
-        .split_once("->")
-        .with_context(|| format!("--flow `{}`: write it as source->target, e.g. us-east->us-west", args.flow))?;
+    let (from, to) = crate::moves::flow_ends(&args.flow)?;
     let now = now_millis();
     let options = VerifyOptions {
         topics: args.topics.as_deref().map(regex::Regex::new).transpose().with_context(|| {

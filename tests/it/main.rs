@@ -14,6 +14,7 @@ mod bad_input;
 mod bounded_positions;
 mod cluster_admin;
 mod deploy;
+mod dr;
 mod exactly_once;
 mod failover;
 mod first_checkpoint;

@@ -12,7 +12,7 @@ mod preview;
 mod status;
 pub mod verify;
 
-pub use failover::{apply_failover, plan_failover, FailoverPlan};
+pub use failover::{apply_failover, flow_groups, plan_failover, plan_flow_failover, FailoverPlan};
 pub use lag::PartitionLag;
 pub use preview::{preview_filters, FilterPreview};
 pub use status::{flow_status, FlowStatus, GroupStatus};
@@ -34,6 +34,9 @@ use crate::record::{SourceOffset, TargetOffset};
 const WHOLE_TOPIC_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the commands wait to find out whether the source answers.
 const SOURCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A group's latest checkpoint per (target topic, partition).
+pub type LatestCheckpoints = HashMap<(String, i32), Checkpoint>;
 
 /// One flow as the operator commands see it.
 pub struct FlowView {
@@ -122,14 +125,14 @@ impl FlowView {
             .map_err(FlowError::from)
     }
 
-    /// The latest checkpoint of `group` per (target topic, partition), from the target.
-    pub fn checkpoints(&self, group: &str) -> Result<HashMap<(String, i32), Checkpoint>, FlowError> {
+    /// The latest checkpoint of every group per (target topic, partition), from the target.
+    pub fn all_checkpoints(&self) -> Result<HashMap<String, LatestCheckpoints>, FlowError> {
         let topic = self.naming.checkpoints_topic(self.source.alias.as_str())?;
-        let mut out = HashMap::new();
+        let mut out: HashMap<String, LatestCheckpoints> = HashMap::new();
         if self.target_groups.topic_exists(&topic)? {
             read_topic(&self.target, &self.flow.target_admin, &topic, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
-                if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)).filter(|c| c.group == group) {
-                    out.insert((c.topic.clone(), c.partition), c);
+                if let Some(c) = v.and_then(|v| Checkpoint::decode(k, v)) {
+                    out.entry(c.group.clone()).or_default().insert((c.topic.clone(), c.partition), c);
                 }
             })?;
         }
@@ -151,30 +154,41 @@ pub struct TranslatedOffset {
 
 /// `group`'s positions on the target of `view`'s flow.
 pub fn translate_group(view: &FlowView, group: &str) -> Result<Vec<TranslatedOffset>, FlowError> {
+    Ok(translate_groups(view, &[group.to_string()])?.pop().map(|(_, rows)| rows).unwrap_or_default())
+}
+
+/// Each of `groups`' positions on the target of `view`'s flow, the checkpoints read once.
+pub fn translate_groups(view: &FlowView, groups: &[String]) -> Result<Vec<(String, Vec<TranslatedOffset>)>, FlowError> {
     let watched = view.watched()?;
-    let checkpoints = view.checkpoints(group)?;
-    let committed = if view.source_reachable {
-        let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
-        Groups::connect(&view.source, &view.flow.consumer)?.committed(group, &partitions)?
-    } else {
-        Vec::new()
-    };
+    let checkpoints = view.all_checkpoints()?;
+    let source = if view.source_reachable { Some(Groups::connect(&view.source, &view.flow.consumer)?) } else { None };
+    let partitions: Vec<(String, i32)> = watched.iter().map(|w| (w.source_topic.clone(), w.partition)).collect();
+    let none = HashMap::new();
     let mut out = Vec::new();
-    for w in watched {
-        let c = committed.iter().find(|c| c.topic == w.source_topic && c.partition == w.partition);
-        let checkpoint = checkpoints.get(&(w.target_topic.clone(), w.partition));
-        if c.is_none() && checkpoint.is_none() {
-            continue;
-        }
-        let translated = match c {
-            Some(c) => view.translation.resume_at(&w, SourceOffset(c.offset)),
-            None => checkpoint.map(|cp| TargetOffset(cp.downstream)),
+    for group in groups {
+        let committed = match &source {
+            Some(source) => source.committed(group, &partitions)?,
+            None => Vec::new(),
         };
-        out.push(TranslatedOffset {
-            committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)).map(SourceOffset),
-            translated,
-            watched: w,
-        });
+        let checkpoints = checkpoints.get(group).unwrap_or(&none);
+        let mut rows = Vec::new();
+        for w in &watched {
+            let c = committed.iter().find(|c| c.topic == w.source_topic && c.partition == w.partition);
+            let checkpoint = checkpoints.get(&(w.target_topic.clone(), w.partition));
+            if c.is_none() && checkpoint.is_none() {
+                continue;
+            }
+            let translated = match c {
+                Some(c) => view.translation.resume_at(w, SourceOffset(c.offset)),
+                None => checkpoint.map(|cp| TargetOffset(cp.downstream)),
+            };
+            rows.push(TranslatedOffset {
+                committed: c.map(|c| c.offset).or(checkpoint.map(|cp| cp.upstream)).map(SourceOffset),
+                translated,
+                watched: w.clone(),
+            });
+        }
+        out.push((group.clone(), rows));
     }
     Ok(out)
 }

@@ -145,7 +145,12 @@ impl OwnCluster {
     }
 
     pub fn start(name: &str, port: u16) -> Self {
-        let bootstrap = kafka_sh(&["start", "--fresh", name, "1", &port.to_string()]);
+        Self::start_brokers(name, 1, port)
+    }
+
+    /// A cluster of `brokers` brokers on ports from `port`.
+    pub fn start_brokers(name: &str, brokers: u32, port: u16) -> Self {
+        let bootstrap = kafka_sh(&["start", "--fresh", name, &brokers.to_string(), &port.to_string()]);
         Self { name: name.to_string(), bootstrap }
     }
 
