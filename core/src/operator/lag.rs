@@ -1,7 +1,7 @@
 //! How far replication of each source partition is behind: the records past the stored position
 //! and the age of the oldest of them. This is the RPO if the source were lost now.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
@@ -10,8 +10,10 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::FlowView;
 use crate::clock::now_millis;
-use crate::cluster::{create_client, ClusterError, ASSIGN_ONLY_CONSUMER};
+use crate::cluster::{create_client, ClusterAdmin, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::flows::FlowError;
+use crate::policy::{FlowPolicy, PolicyEngine};
+use crate::topics::topic_verdict;
 
 /// How long finding the oldest unreplicated record may take.
 const PEEK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,11 +48,7 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
     };
     let mut out = Vec::new();
     let mut peek = TopicPartitionList::new();
-    // The position topic holds every flow from this source; report the partitions of this one.
-    let mut keys: Vec<&(String, i32)> =
-        view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).collect();
-    keys.sort();
-    for (topic, partition) in keys {
+    for (topic, partition) in &flow_partitions(view)? {
         let (low, high) = consumer
             .fetch_watermarks(topic, *partition, PEEK_TIMEOUT)
             .map_err(|e| fail(format!("reading the end of {topic}-{partition}"), e))?;
@@ -93,6 +91,23 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
         }
     }
     Ok(out)
+}
+
+/// Every source partition the flow replicates or is to replicate: those it stored a position
+/// for (the position topic holds every flow from this source: only this one's), and those of
+/// every source topic its filters pass, which it may not have reached yet (a topic just created,
+/// a flow just started): all of their records are still to be copied.
+fn flow_partitions(view: &FlowView) -> Result<BTreeSet<(String, i32)>, FlowError> {
+    let mut keys: BTreeSet<(String, i32)> =
+        view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).cloned().collect();
+    let filters = FlowPolicy::load(PolicyEngine::shared()?, &view.flow)?.filters(&view.flow)?;
+    let admin = ClusterAdmin::connect(&view.source, &view.flow.source_admin)?;
+    for (topic, partitions) in admin.partition_counts()? {
+        if topic_verdict(&topic, &view.flow.topics, &view.naming, &filters, view.target.alias.as_str())?.is_none() {
+            keys.extend((0..partitions).map(|p| (topic.clone(), p)));
+        }
+    }
+    Ok(keys)
 }
 
 /// Partitions with unreplicated offsets, no record read, and the consumer at their end.
