@@ -47,7 +47,9 @@ pub fn failback(config: &Config, flow: &str, apply: bool) -> anyhow::Result<()> 
     if sample == "orders" {
         println!(
             "names: identity. Records written on {b} come home to {a} under their own names; records {b} holds \
-             because {a} sent them carry the provenance header naming {a} and are not sent back"
+             because {a} sent them carry the provenance header naming {a} and are not sent back. A topic that \
+             holds records of both origins is interleaved differently on each side, so a group resumes there at \
+             the lower of its two translations: nothing is skipped, records of one origin may be read again"
         );
     } else {
         let copy = home.naming.format_remote_topic(a, "orders").context("asking the naming policy")?;

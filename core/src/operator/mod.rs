@@ -188,7 +188,53 @@ pub fn translate_groups(view: &FlowView, groups: &[String]) -> Result<Vec<(Strin
                 watched: w.clone(),
             });
         }
-        out.push((group.clone(), rows));
+        out.push((group.clone(), lower_of_both_ways(rows)));
     }
     Ok(out)
+}
+
+/// With identity names, a topic on the source can hold records of both origins: the flow's own
+/// mapping translates what was written there, the reverse flow's what came from the other side,
+/// and both name the same partition on the other side. Its records are interleaved differently
+/// on each cluster, so no single offset is exact for both: the lower of the two translations
+/// skips nothing, and may give the group records of one origin again.
+fn lower_of_both_ways(rows: Vec<TranslatedOffset>) -> Vec<TranslatedOffset> {
+    let mut out: Vec<TranslatedOffset> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let same = |o: &&mut TranslatedOffset| {
+            o.watched.target_topic == row.watched.target_topic && o.watched.partition == row.watched.partition
+        };
+        match out.iter_mut().find(same) {
+            Some(kept) => {
+                if row.translated.is_some_and(|t| kept.translated.is_none_or(|k| t < k)) {
+                    *kept = row;
+                }
+            }
+            None => out.push(row),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(back: bool, translated: Option<i64>) -> TranslatedOffset {
+        TranslatedOffset {
+            watched: Watched { source_topic: "orders".into(), partition: 0, target_topic: "orders".into(), back },
+            committed: Some(SourceOffset(10)),
+            translated: translated.map(TargetOffset),
+        }
+    }
+
+    #[test]
+    fn a_partition_both_ways_name_resumes_at_the_lower_translation() {
+        let out = lower_of_both_ways(vec![row(false, Some(7)), row(true, Some(4))]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].translated, Some(TargetOffset(4)));
+        assert!(out[0].watched.back);
+        let out = lower_of_both_ways(vec![row(false, None), row(true, Some(9))]);
+        assert_eq!(out[0].translated, Some(TargetOffset(9)), "a translation beats none");
+    }
 }
