@@ -10,6 +10,7 @@ use strait_core::config::Config;
 use strait_core::flows::{RunOptions, Signals};
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 
+mod drill;
 mod moves;
 mod operator;
 mod verify;
@@ -111,6 +112,10 @@ enum Command {
     /// Prove a flow's copy: every source record on the target once, in order, unchanged, read
     /// through the flow's stored offset mapping. Exits 3 when the copy differs.
     Verify(verify::VerifyArgs),
+    /// Rehearse a failover on a live pair with strait's own canary topic and group: the RPO of
+    /// every partition, the RTO, and a canary group that must resume skipping nothing and
+    /// reading nothing twice. Exits 3 when the drill fails its checks.
+    Drill(drill::DrillArgs),
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
         /// The MM2 properties file.
@@ -200,6 +205,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             operator::failover(&load(&config)?, &group, &from, &to, apply)
         }
         Command::Failback { config, flow, apply } => moves::failback(&load(&config)?, &flow, apply),
+        Command::Drill(args) => {
+            let config = load(&args.config)?;
+            if !drill::drill(args, &config)? {
+                std::process::exit(verify::DIFFERS);
+            }
+            Ok(())
+        }
         Command::Verify(args) => {
             let config = load(&args.config)?;
             if !verify::verify(args, &config)? {

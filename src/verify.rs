@@ -1,5 +1,6 @@
 //! `strait verify`: the command line around [`strait_core::operator::verify`], and its table.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -112,7 +113,7 @@ pub fn verify(args: VerifyArgs, config: &Config) -> anyhow::Result<bool> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).context("writing the report")?);
     } else {
-        print_table(&report);
+        print!("{}", table(&report));
     }
     Ok(report.clean)
 }
@@ -140,26 +141,31 @@ fn first_problem(f: &Findings) -> String {
     .map_or_else(String::new, |(what, t)| format!("{what} at {}", first(t)))
 }
 
-fn print_table(r: &VerifyReport) {
+/// The report as a table, one row per partition, and the summary line.
+pub fn table(r: &VerifyReport) -> String {
+    let mut out = String::new();
     let mode = if r.exactly_once { "exactly-once" } else { "at-least-once" };
-    println!(
+    let _ = writeln!(
+        out,
         "flow {} ({mode}): {} partition(s), {:.1} MB read in {:.1}s",
         r.flow,
         r.partitions.len(),
         r.bytes_read as f64 / 1e6,
         r.seconds
     );
-    println!(
+    let _ = writeln!(
+        out,
         "{:<28} {:>4} {:>21} {:>21} {:>9} {:>8} {:>5} {:>6} {:>8} {:>6}  first problem",
         "topic", "part", "source offsets", "target offsets", "matched", "missing", "dups", "order", "differs", "unexp"
     );
     for p in &r.partitions {
-        print_row(p);
+        row(&mut out, p);
     }
     let t = &r.total;
     let verdict = if r.clean { "CLEAN" } else { "DIFFERS" };
     let dups = if r.duplicates_fail { "duplicate(s)" } else { "duplicate(s) (at-least-once: not a failure)" };
-    println!(
+    let _ = writeln!(
+        out,
         "{verdict}: {} of {} source record(s) on the target once, in order and unchanged; {} missing, {} out of order, {} differ, {} unexpected, {} {dups}; {} compacted away on the source, {} on the target",
         t.matched,
         t.expected,
@@ -171,15 +177,17 @@ fn print_table(r: &VerifyReport) {
         t.compacted_on_source,
         t.compacted_on_target
     );
+    out
 }
 
-fn print_row(p: &PartitionVerdict) {
+fn row(out: &mut String, p: &PartitionVerdict) {
     if let Some(why) = &p.skipped {
-        println!("{:<28} {:>4}  not compared: {why}", p.topic, p.partition);
+        let _ = writeln!(out, "{:<28} {:>4}  not compared: {why}", p.topic, p.partition);
         return;
     }
     let f = &p.findings;
-    println!(
+    let _ = writeln!(
+        out,
         "{:<28} {:>4} {:>21} {:>21} {:>9} {:>8} {:>5} {:>6} {:>8} {:>6}  {}",
         p.topic,
         p.partition,

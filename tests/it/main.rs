@@ -15,6 +15,7 @@ mod bounded_positions;
 mod cluster_admin;
 mod deploy;
 mod dr;
+mod drill;
 mod exactly_once;
 mod failover;
 mod first_checkpoint;

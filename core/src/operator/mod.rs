@@ -6,6 +6,7 @@
 //! Everything is read from the clusters, never from a running strait: the commands work while
 //! strait is down, and `failover` works while the source is down (from the checkpoints).
 
+pub mod drill;
 mod failover;
 mod lag;
 mod preview;
