@@ -133,6 +133,7 @@ fn a_clean_copy_verifies_clean_and_each_kind_of_damage_is_found_and_named() {
     let config = strait.config_path().to_string_lossy().to_string();
     let (ok, table, _) = strait_cli(&["verify", "--config", &config, "--flow", "us-east->us-west"]);
     assert!(!ok);
+    eprintln!("{table}");
     for line in [
         "duplicate at source 10 / target 100",
         "missing at source 40",
