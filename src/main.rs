@@ -13,6 +13,7 @@ use tracing_subscriber::fmt::writer::MakeWriterExt;
 mod drill;
 mod moves;
 mod operator;
+mod policy_test;
 mod verify;
 
 #[derive(Parser)]
@@ -116,12 +117,24 @@ enum Command {
     /// every partition, the RTO, and a canary group that must resume skipping nothing and
     /// reading nothing twice. Exits 3 when the drill fails its checks.
     Drill(drill::DrillArgs),
+    /// Policy components.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Check an mm2.properties: print the flows strait would run and every ignored key.
     Validate {
         /// The MM2 properties file.
         #[arg(short, long, value_name = "FILE")]
         config: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Run a component's hooks without Kafka, on records from a file, and print what each
+    /// hook answered (with the same engine, limits and properties as `strait run`).
+    Test(policy_test::PolicyTestArgs),
 }
 
 #[derive(Subcommand)]
@@ -205,6 +218,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             operator::failover(&load(&config)?, &group, &from, &to, apply)
         }
         Command::Failback { config, flow, apply } => moves::failback(&load(&config)?, &flow, apply),
+        Command::Policy { command: PolicyCommand::Test(args) } => policy_test::policy_test(args),
         Command::Drill(args) => {
             let config = load(&args.config)?;
             if !drill::drill(args, &config)? {

@@ -9,7 +9,7 @@ use super::bindings::strait::policy::types::{Batch, Incoming, KeyState, Property
 use super::bindings::Policy;
 use super::engine::{Hooks, PolicyComponent, TICK};
 use super::error::PolicyError;
-use super::host::HostState;
+use super::host::{HostState, Metered};
 use crate::config::FlowConfig;
 use crate::record::HookError;
 
@@ -77,7 +77,8 @@ impl PolicyInstance {
         if !flow.policy_clock {
             wasi.wall_clock(FrozenClock).monotonic_clock(FrozenClock);
         }
-        let state = HostState { wasi: wasi.build(), table: ResourceTable::new(), limits };
+        let state =
+            HostState { wasi: wasi.build(), table: ResourceTable::new(), limits: Metered { limits, memory_bytes: 0 } };
         let mut store = Store::new(&component.engine, state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(component.limits.call_ticks);
@@ -110,6 +111,11 @@ impl PolicyInstance {
     /// The hooks the component said it implements.
     pub fn hooks(&self) -> Hooks {
         self.hooks
+    }
+
+    /// The linear memory the instance holds, in bytes (it never gives any back).
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limits.memory_bytes
     }
 
     /// The plugin's name.
