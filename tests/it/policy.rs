@@ -8,6 +8,22 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[test]
 fn a_user_component_drops_flagged_records_and_masks_a_json_field() {
+    drops_flagged_records_and_masks_a_json_field(&plugin("header-filter"));
+}
+
+#[test]
+fn the_header_filter_written_in_python_does_what_the_rust_one_does() {
+    drops_flagged_records_and_masks_a_json_field(&polyglot("python", "header-filter"));
+}
+
+#[test]
+fn the_header_filter_written_in_javascript_does_what_the_rust_one_does() {
+    drops_flagged_records_and_masks_a_json_field(&polyglot("js", "header-filter"));
+}
+
+/// `component` (the header-filter policy in any language) drops the records flagged with
+/// `x-strait-drop` and masks the `card` field of the others.
+fn drops_flagged_records_and_masks_a_json_field(component: &std::path::Path) {
     let s = stand();
     let topic = unique("payments");
     create_topic(&s.east, &topic, 1, 1, &[]);
@@ -24,7 +40,7 @@ fn a_user_component_drops_flagged_records_and_masks_a_json_field() {
         &topic,
         &format!(
             "replication.policy.wasm = {}\nreplication.policy.header-filter.mask.field = card\n",
-            plugin("header-filter").display()
+            component.display()
         ),
     );
     let strait = Strait::start(&config);
@@ -354,4 +370,66 @@ fn commit(bootstrap: &str, group: &str, topic: &str, offset: i64) {
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset)).expect("tpl");
     c.commit(&tpl, CommitMode::Sync).expect("commit");
+}
+
+#[test]
+fn mm2_naming_as_a_rust_component_names_topics_and_checkpoints_with_its_separator() {
+    names_like_mm2_with_its_separator(&plugin("default"));
+}
+
+#[test]
+fn mm2_naming_written_in_python_names_what_the_rust_one_names() {
+    names_like_mm2_with_its_separator(&polyglot("python", "mm2-naming"));
+}
+
+#[test]
+fn mm2_naming_written_in_javascript_names_what_the_rust_one_names() {
+    names_like_mm2_with_its_separator(&polyglot("js", "mm2-naming"));
+}
+
+/// `component` (MM2's DefaultReplicationPolicy in any language), with separator `__`: the
+/// remote topic is `us-east__<topic>`, checkpoints go to `us-east__checkpoints.internal`, and a
+/// topic named as a copy from the target is not sent back. (Not `_`: Kafka refuses
+/// `mm2-offset-syncs_us-west_internal` beside the stand's `mm2-offset-syncs.us-west.internal`,
+/// names that differ only in `.` and `_`.)
+fn names_like_mm2_with_its_separator(component: &std::path::Path) {
+    let s = stand();
+    let topic = unique("named");
+    let looped = format!("us-west__{}", unique("looped"));
+    let late = unique("named-late");
+    for t in [&topic, &looped] {
+        create_topic(&s.east, t, 1, 1, &[]);
+        produce(&s.east, t, &(0..10).map(|i| TestRecord::kv(0, "k", &i.to_string())).collect::<Vec<_>>(), &[]);
+    }
+    let group = unique("named-cg");
+    commit(&s.east, &group, &topic, 5);
+    let extra = format!(
+        "us-east->us-west.topics = {topic}, {looped}, {late}\ngroups = {group}\nreplication.policy.wasm = {}\n\
+         replication.policy.separator = __\n",
+        component.display()
+    );
+    let strait = Strait::start(&east_to_west(&topic, &extra));
+    let remote = format!("us-east__{topic}");
+    assert!(wait_until(WAIT, || record_count(&s.west, &remote) == 10), "log:\n{}", strait.log_text());
+    let synced = crate::support::groups::wait_for_group_sync_in(
+        &s.west,
+        "us-east__checkpoints.internal",
+        &group,
+        &remote,
+        &[5],
+        &strait,
+    );
+    assert_eq!(synced, vec![5], "checkpoints in us-east__checkpoints.internal, a 1:1 copy resumes at 5");
+    // A topic created later is discovered in a later round: the looped one had every chance.
+    create_topic(&s.east, &late, 1, 1, &[]);
+    assert!(
+        wait_until(WAIT, || partition_count(&s.west, &format!("us-east__{late}")) == Some(1)),
+        "log:\n{}",
+        strait.log_text()
+    );
+    assert_eq!(
+        partition_count(&s.west, &format!("us-east__{looped}")),
+        None,
+        "{looped} came from us-west: not sent back"
+    );
 }

@@ -189,6 +189,24 @@ pub fn plugin(name: &str) -> PathBuf {
     path
 }
 
+/// Builds (once per test binary, one build at a time) the policy component `plugins/LANG/NAME`
+/// written in Python or JavaScript with `scripts/polyglot.sh`, and returns its path.
+pub fn polyglot(lang: &str, name: &str) -> PathBuf {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/polyglot.sh"))
+        .args(["path", lang, name])
+        .output()
+        .expect("scripts/polyglot.sh");
+    assert!(
+        out.status.success(),
+        "building plugins/{lang}/{name} failed (it needs python3 with venv and node with npm):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo_root().join(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The sum of every series of the counter `name` in a Prometheus text page.
 pub fn metric_sum(page: &str, name: &str) -> f64 {
     page.lines()
