@@ -18,7 +18,7 @@ pub const DEFAULT_TOPICS_EXCLUDE: &str = r".*[\-\.]internal, .*\.replica, __.*";
 pub const DEFAULT_GROUPS_EXCLUDE: &str = r"console-consumer-.*, connect-.*, __.*";
 
 /// The keys strait acts on at flow level (after `A->B.`) or top level.
-const FLOW_KEYS: &[&str] = &[
+pub(super) const FLOW_KEYS: &[&str] = &[
     "enabled",
     "topics",
     "topics.exclude",
@@ -69,6 +69,15 @@ const FLOW_KEYS: &[&str] = &[
     "schema.versions",
     "schema.strict",
     "schema.sync.interval.seconds",
+];
+
+/// The keys strait acts on at top level only: the process's own.
+pub(super) const PROCESS_KEYS: &[&str] = &[
+    "clusters",
+    "strait.metrics.listen",
+    "strait.stage.threads",
+    "strait.shutdown.timeout.ms",
+    "strait.group.instance.id",
 ];
 
 /// Whether strait acts on `key` at flow level. Every `replication.policy.*` key is handed to the
@@ -225,16 +234,7 @@ fn warn_unsupported(scopes: &Scopes, warnings: &mut BTreeMap<String, String>) {
         }
     }
     for (key, p) in &scopes.top {
-        let supported = [
-            "clusters",
-            "strait.metrics.listen",
-            "strait.stage.threads",
-            "strait.shutdown.timeout.ms",
-            "strait.group.instance.id",
-        ]
-        .contains(&key.as_str())
-            || is_flow_key(key)
-            || is_common_client_key(key);
+        let supported = PROCESS_KEYS.contains(&key.as_str()) || is_flow_key(key) || is_common_client_key(key);
         if !supported {
             warn_ignored(warnings, key, p);
         }

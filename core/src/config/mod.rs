@@ -5,6 +5,8 @@
 //! collected in [`Config::warnings`] (one per key) instead of being silently dropped.
 
 mod client;
+#[cfg(test)]
+mod documented;
 mod flow;
 pub mod properties;
 mod schemas;
