@@ -18,6 +18,7 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={watched}");
     }
+    add_wasm_target();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = out.join("plugins-target");
     let mut cmd = Command::new(cargo);
@@ -39,5 +40,22 @@ fn main() {
         let built = target_dir.join("wasm32-wasip2/release").join(format!("{name}.wasm"));
         std::fs::copy(&built, out.join(format!("{name}.wasm")))
             .unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+    }
+}
+
+/// rustup installs the target `rust-toolchain.toml` names when it installs the toolchain, but not
+/// for a toolchain a machine already has: add it then, so `cargo build` is the only step. Without
+/// rustup (a distribution's Rust), the component build below says what is missing.
+fn add_wasm_target() {
+    let Ok(toolchain) = std::env::var("RUSTUP_TOOLCHAIN") else { return };
+    let installed = Command::new("rustup").args(["target", "list", "--installed", "--toolchain", &toolchain]).output();
+    let Ok(installed) = installed else { return };
+    if String::from_utf8_lossy(&installed.stdout).lines().any(|t| t.trim() == "wasm32-wasip2") {
+        return;
+    }
+    println!("cargo:warning=adding the wasm32-wasip2 target to {toolchain} (the policy components are built for it)");
+    let added = Command::new("rustup").args(["target", "add", "--toolchain", &toolchain, "wasm32-wasip2"]).status();
+    if !added.is_ok_and(|s| s.success()) {
+        println!("cargo:warning=`rustup target add wasm32-wasip2` failed; run it by hand");
     }
 }
