@@ -17,6 +17,9 @@ const BEFORE_THE_PRODUCER: f64 = 1.0 + 2.0 + 3.0 * 2.0;
 
 #[test]
 fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restart_loses_nothing() {
+    // It times SIGTERM and freezes a broker of its own: a thawed broker on a machine loaded by
+    // another test's clusters starting took over two minutes to serve its topics again.
+    let _serial = one_at_a_time();
     let s = stand();
     // A target of its own: freezing the shared us-west would stall the other tests.
     let target = OwnCluster::start("sd-west", 32092);

@@ -32,6 +32,8 @@ fn wait_checkpoint(bootstrap: &str, checkpoints_topic: &str, group: &str) -> Che
 
 #[test]
 fn hub_and_spoke_fans_orders_in_and_config_out_with_checkpoints_and_heartbeats_for_every_pair() {
+    // Four clusters of its own load both cores while they start: tests that time a gap wait.
+    let _serial = one_at_a_time();
     let clusters = [("hub", 21092), ("r1", 22092), ("r2", 23092), ("r3", 24092)];
     let bootstraps = fresh_clusters(&clusters);
     let (hub, regions) = (&bootstraps[0], &bootstraps[1..]);
@@ -116,6 +118,7 @@ fn thread_names(pid: u32) -> Vec<String> {
 
 #[test]
 fn active_active_with_every_topic_replicated_never_loops() {
+    let _serial = one_at_a_time();
     let clusters = [("aa-east", 25092), ("aa-west", 26092)];
     let bootstraps = fresh_clusters(&clusters);
     let (east, west) = (&bootstraps[0], &bootstraps[1]);
