@@ -2,14 +2,14 @@
 //! and prints what each hook answered. What a component does here it does in `strait run`: the
 //! same engine, limits and flow properties.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use serde_json::{json, Value};
-use strait_core::config::Config;
+use strait_core::config::{Config, FlowConfig};
 use strait_core::policy::{BatchHook, FlowPolicy, PolicyEngine, ReplicationPolicy, WasmNaming};
 use strait_core::record::{Batch, Headers, SourceOffset};
 
@@ -94,6 +94,62 @@ fn headers_json(h: Headers<'_>) -> Value {
 
 /// Runs `strait policy test`.
 pub fn policy_test(args: PolicyTestArgs) -> anyhow::Result<()> {
+    let flow = test_flow(&args)?;
+    let engine = PolicyEngine::shared()?;
+    let started = Instant::now();
+    let component = engine.load_file(&args.component).with_context(|| args.component.display().to_string())?;
+    let compiled = started.elapsed();
+    let started = Instant::now();
+    let instance = component.instantiate(&flow)?;
+    let instantiated = started.elapsed();
+    let hooks = instance.hooks();
+    let listed = hooks.names();
+    println!(
+        "component {}: hooks {}; compiled in {} ms, instantiated and init in {} ms, linear memory {:.1} MiB",
+        args.component.display(),
+        if listed.is_empty() { "none".to_string() } else { listed.join(", ") },
+        compiled.as_millis(),
+        instantiated.as_millis(),
+        instance.memory_bytes() as f64 / (1 << 20) as f64
+    );
+    let inputs = match &args.records {
+        Some(path) => read_inputs(path)?,
+        None => Vec::new(),
+    };
+    let mut topics: Vec<String> = args.topics.clone();
+    topics.extend(inputs.iter().map(|i| i.topic.clone()));
+    topics.sort();
+    topics.dedup();
+    let policy = FlowPolicy::load(engine, &flow)?;
+    if hooks.naming {
+        let naming = WasmNaming::new(policy.naming.instantiate(&flow)?);
+        for t in &topics {
+            println!("naming: {t} -> {}", naming.format_remote_topic(&args.from, t)?);
+        }
+    }
+    let filters = policy.filters(&flow)?;
+    let keep = |yes: bool| if yes { "kept" } else { "left out" };
+    for t in topics.iter().filter(|_| hooks.topic_filter) {
+        println!("filters.topic: {t} {}", keep(filters.topic(t)?));
+    }
+    for g in args.groups.iter().filter(|_| hooks.group_filter) {
+        println!("filters.group: {g} {}", keep(filters.group(g)?));
+    }
+    for k in args.config_keys.iter().filter(|_| hooks.config_filter) {
+        println!("filters.topic-config: {k} {}", keep(filters.topic_config(k)?));
+    }
+    match (&policy.records, inputs.is_empty()) {
+        (_, true) => Ok(()),
+        (None, false) => {
+            println!("records: the component has no record hook; every record goes on unchanged");
+            Ok(())
+        }
+        (Some(records), false) => run_records(BatchHook::new(records.instantiate(&flow)?), &inputs),
+    }
+}
+
+/// The flow `--from->--to` the component is tested in, with its `--property` keys.
+fn test_flow(args: &PolicyTestArgs) -> anyhow::Result<FlowConfig> {
     let (from, to) = (args.from.as_str(), args.to.as_str());
     let mut config = format!(
         "clusters = {from}, {to}\n{from}.bootstrap.servers = localhost:1\n{to}.bootstrap.servers = localhost:2\n\
@@ -108,87 +164,20 @@ pub fn policy_test(args: PolicyTestArgs) -> anyhow::Result<()> {
         );
         config.push_str(&format!("{} = {}\n", k.trim(), v.trim()));
     }
-    let flow = Config::parse(&config).context("the flow the component is tested in")?.flows.remove(0);
-    let engine = PolicyEngine::shared()?;
-    let started = Instant::now();
-    let component = engine.load_file(&args.component).with_context(|| args.component.display().to_string())?;
-    let compiled = started.elapsed();
-    let started = Instant::now();
-    let instance = component.instantiate(&flow)?;
-    let instantiated = started.elapsed();
-    let hooks = instance.hooks();
-    let listed: Vec<&str> = [
-        (hooks.naming, "naming"),
-        (hooks.topic_filter, "topic-filter"),
-        (hooks.group_filter, "group-filter"),
-        (hooks.config_filter, "config-filter"),
-        (hooks.records, "records"),
-        (hooks.conflicts, "conflicts"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, name)| *name)
-    .collect();
-    println!(
-        "component {}: hooks {}; compiled in {} ms, instantiated and init in {} ms, linear memory {:.1} MiB",
-        args.component.display(),
-        if listed.is_empty() { "none".to_string() } else { listed.join(", ") },
-        compiled.as_millis(),
-        instantiated.as_millis(),
-        instance.memory_bytes() as f64 / (1 << 20) as f64
-    );
+    Ok(Config::parse(&config).context("the flow the component is tested in")?.flows.remove(0))
+}
 
-    let inputs: Vec<Input> = match &args.records {
-        None => Vec::new(),
-        Some(path) => {
-            let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-            let mut out = Vec::new();
-            for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-                let line = line.with_context(|| format!("reading {}", path.display()))?;
-                if !line.trim().is_empty() {
-                    out.push(parse(&line, n + 1).with_context(|| path.display().to_string())?);
-                }
-            }
-            out
-        }
-    };
-    let mut topics: Vec<String> = args.topics.clone();
-    topics.extend(inputs.iter().map(|i| i.topic.clone()));
-    topics.sort();
-    topics.dedup();
-
-    let policy = FlowPolicy::load(engine, &flow)?;
-    if hooks.naming {
-        let naming = WasmNaming::new(policy.naming.instantiate(&flow)?);
-        for t in &topics {
-            println!("naming: {t} -> {}", naming.format_remote_topic(from, t)?);
+/// The records of a JSONL file.
+fn read_inputs(path: &std::path::Path) -> anyhow::Result<Vec<Input>> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("reading {}", path.display()))?;
+        if !line.trim().is_empty() {
+            out.push(parse(&line, n + 1).with_context(|| path.display().to_string())?);
         }
     }
-    let filters = policy.filters(&flow)?;
-    let keep = |yes: bool| if yes { "kept" } else { "left out" };
-    if hooks.topic_filter {
-        for t in &topics {
-            println!("filters.topic: {t} {}", keep(filters.topic(t)?));
-        }
-    }
-    if hooks.group_filter {
-        for g in &args.groups {
-            println!("filters.group: {g} {}", keep(filters.group(g)?));
-        }
-    }
-    if hooks.config_filter {
-        for k in &args.config_keys {
-            println!("filters.topic-config: {k} {}", keep(filters.topic_config(k)?));
-        }
-    }
-    if inputs.is_empty() {
-        return Ok(());
-    }
-    let Some(records) = &policy.records else {
-        println!("records: the component has no record hook; every record goes on unchanged");
-        return Ok(());
-    };
-    run_records(BatchHook::new(records.instantiate(&flow)?), &inputs)
+    Ok(out)
 }
 
 /// Runs the record hook on every input record as one batch and prints one JSON line per record.
@@ -208,30 +197,28 @@ fn run_records(mut hook: BatchHook, inputs: &[Input]) -> anyhow::Result<()> {
     hook.unpack(&mut batch);
     let verdict = verdict.context("records.on-batch")?;
     let took = started.elapsed();
-    let dropped: std::collections::HashSet<u32> = verdict.drop.iter().copied().collect();
+    let dropped: HashSet<u32> = verdict.drop.iter().copied().collect();
+    let edited: HashSet<u32> = verdict.edits.iter().map(|e| e.position).collect();
+    // The records as they leave: the same rewrite the transform stage makes.
+    for edit in verdict.edits {
+        batch.apply(edit);
+    }
     for (i, r) in batch.records.iter().enumerate() {
         let position = i as u32;
-        let edit = verdict.edits.iter().find(|e| e.position == position);
-        let line = match (dropped.contains(&position), edit) {
-            (true, _) => json!({"record": i, "verdict": "drop"}),
-            (false, None) => json!({"record": i, "verdict": "keep"}),
-            (false, Some(e)) => {
-                let key = e.key.as_ref().map_or_else(|| text(batch.key(r)), |k| text(k.as_deref()));
-                let value = e.value.as_ref().map_or_else(|| text(batch.value(r)), |v| text(v.as_deref()));
-                let headers = match &e.headers {
-                    Some(h) => headers_json(Headers::new(h)),
-                    None => headers_json(batch.headers(r)),
-                };
-                json!({
-                    "record": i,
-                    "verdict": "edit",
-                    "key": key,
-                    "value": value,
-                    "headers": headers,
-                    "timestamp": e.timestamp.unwrap_or(r.timestamp),
-                    "topic": e.topic,
-                })
-            }
+        let line = if dropped.contains(&position) {
+            json!({"record": i, "verdict": "drop"})
+        } else if !edited.contains(&position) {
+            json!({"record": i, "verdict": "keep"})
+        } else {
+            json!({
+                "record": i,
+                "verdict": "edit",
+                "key": text(batch.key(r)),
+                "value": text(batch.value(r)),
+                "headers": headers_json(batch.headers(r)),
+                "timestamp": r.timestamp,
+                "topic": r.route.as_deref(),
+            })
         };
         println!("{line}");
     }
@@ -239,7 +226,7 @@ fn run_records(mut hook: BatchHook, inputs: &[Input]) -> anyhow::Result<()> {
         "records: {} in, {} dropped, {} edited; the hook took {:.2} ms ({:.1} µs a record)",
         inputs.len(),
         dropped.len(),
-        verdict.edits.len(),
+        edited.len(),
         took.as_secs_f64() * 1e3,
         took.as_secs_f64() * 1e6 / inputs.len() as f64
     );

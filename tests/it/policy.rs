@@ -433,3 +433,43 @@ fn names_like_mm2_with_its_separator(component: &std::path::Path) {
         "{looped} came from us-west: not sent back"
     );
 }
+
+#[test]
+fn policy_test_runs_a_components_hooks_on_records_from_a_file_without_kafka() {
+    let dir = std::env::temp_dir().join("strait-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let records = dir.join(format!("{}.jsonl", unique("policy-test")));
+    std::fs::write(
+        &records,
+        concat!(
+            r#"{"topic":"payments","key":"p0","value":"{\"card\":\"4111\"}","headers":{"x-strait-drop":"yes"},"timestamp":1}"#,
+            "\n",
+            r#"{"topic":"payments","key":"p1","value":"{\"id\":1,\"card\":\"4111-0001\"}","headers":[["trace","t1"]],"timestamp":2}"#,
+            "\n",
+            r#"{"topic":"payments","key":null,"value":null,"timestamp":3}"#,
+            "\n"
+        ),
+    )
+    .expect("records file");
+    let component = plugin("header-filter");
+    let (ok, out, err) = strait_cli(&[
+        "policy",
+        "test",
+        "--component",
+        &component.to_string_lossy(),
+        "--records",
+        &records.to_string_lossy(),
+        "--property",
+        "replication.policy.header-filter.mask.field=card",
+    ]);
+    assert!(ok, "{out}{err}");
+    let lines: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(lines.len(), 3, "one verdict per record:\n{out}");
+    assert_eq!(lines[0]["verdict"], "drop", "{out}");
+    assert_eq!(lines[1]["verdict"], "edit", "{out}");
+    assert_eq!(lines[1]["value"], r#"{"id":1,"card":"***"}"#, "{out}");
+    assert_eq!(lines[1]["headers"], serde_json::json!([["trace", "t1"]]), "{out}");
+    assert_eq!(lines[2]["verdict"], "keep", "{out}");
+    assert!(out.starts_with(&format!("component {}: hooks records;", component.display())), "{out}");
+    assert!(out.contains("records: 3 in, 1 dropped, 1 edited"), "{out}");
+}

@@ -2,10 +2,21 @@
 //! is read from, oldest first, comma-separated (aliases are listed in `clusters`, so they hold
 //! no comma). A record without it was written where it is read: that cluster is its origin.
 
+use crate::config::FlowConfig;
+use crate::policy::{PolicyError, ReplicationPolicy};
 use crate::record::{pack_header, pack_header_parts, Batch, Headers};
 
 /// The header's key.
 pub const HEADER: &str = "strait.provenance";
+
+/// Whether `flow` carries the header: as `provenance.enabled` says, or by default when its
+/// remote topics keep their names, which then cannot tell where a record came from.
+pub fn enabled(flow: &FlowConfig, naming: &dyn ReplicationPolicy) -> Result<bool, PolicyError> {
+    match flow.provenance {
+        Some(on) => Ok(on),
+        None => Ok(naming.format_remote_topic(flow.source.as_str(), "strait-probe")? == "strait-probe"),
+    }
+}
 
 /// The header's value among `headers`, if there is one.
 pub fn of(mut headers: Headers<'_>) -> Option<&[u8]> {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use rdkafka::consumer::BaseConsumer;
 
 use super::FlowError;
-use crate::active_active::{ActiveActive, Conflicts, KeyStates};
+use crate::active_active::{provenance, ActiveActive, Conflicts, KeyStates};
 use crate::checkpoints::{CheckpointClients, CheckpointTask, Groups};
 use crate::cluster::{
     check_reachable, AdminConnection, ClusterAdmin, ClusterError, PerCluster, PolledProducer, TopicSpec, REACH_TIMEOUT,
@@ -219,11 +219,7 @@ fn record_stages(
 ) -> Result<RecordStages, FlowError> {
     let (flow, source, target) = (site.flow, site.source.alias.as_str(), site.target.alias.as_str());
     let mut filters: Vec<Box<dyn RecordFilter>> = Vec::new();
-    // Names that stay the same cannot tell where a record came from; the header can.
-    let provenance = match flow.provenance {
-        Some(on) => on,
-        None => naming.format_remote_topic(source, "strait-probe")? == "strait-probe",
-    };
+    let provenance = provenance::enabled(flow, naming)?;
     let conflicts = conflicts(site, keys)?;
     if provenance || conflicts.is_some() {
         filters.push(Box::new(ActiveActive::new(source, target, slots.clone(), provenance, conflicts)));

@@ -6,7 +6,6 @@ use super::{translate_group, translate_groups, FlowView, TranslatedOffset};
 use crate::checkpoints::{sync_group, Groups, SyncOutcome};
 use crate::flows::FlowError;
 use crate::offsets::mm2::Checkpoint;
-use crate::policy::{FlowPolicy, PolicyEngine};
 
 /// The plan for one group.
 #[derive(Debug, Clone)]
@@ -54,7 +53,7 @@ pub fn plan_failover(view: &FlowView, group: &str) -> Result<FailoverPlan, FlowE
 /// groups the flow wrote checkpoints for. Sorted.
 pub fn flow_groups(view: &FlowView) -> Result<Vec<String>, FlowError> {
     let mut groups: Vec<String> = if view.source_reachable {
-        let filters = FlowPolicy::load(PolicyEngine::shared()?, &view.flow)?.filters(&view.flow)?;
+        let filters = view.policy.filters(&view.flow)?;
         let mut kept = Vec::new();
         for group in Groups::connect(&view.source, &view.flow.consumer)?.list()? {
             let listed = view.flow.checkpoints.as_ref().is_none_or(|c| c.groups.matches(&group));

@@ -12,7 +12,6 @@ use super::FlowView;
 use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterAdmin, ClusterError, ASSIGN_ONLY_CONSUMER};
 use crate::flows::FlowError;
-use crate::policy::{FlowPolicy, PolicyEngine};
 use crate::topics::topic_verdict;
 
 /// How long finding the oldest unreplicated record may take.
@@ -100,7 +99,7 @@ pub fn partition_lags(view: &FlowView) -> Result<Vec<PartitionLag>, FlowError> {
 fn flow_partitions(view: &FlowView) -> Result<BTreeSet<(String, i32)>, FlowError> {
     let mut keys: BTreeSet<(String, i32)> =
         view.translation.forward.partitions.keys().filter(|(t, _)| view.flow.topics.matches(t)).cloned().collect();
-    let filters = FlowPolicy::load(PolicyEngine::shared()?, &view.flow)?.filters(&view.flow)?;
+    let filters = view.policy.filters(&view.flow)?;
     let admin = ClusterAdmin::connect(&view.source, &view.flow.source_admin)?;
     for (topic, partitions) in admin.partition_counts()? {
         if topic_verdict(&topic, &view.flow.topics, &view.naming, &filters, view.target.alias.as_str())?.is_none() {

@@ -59,6 +59,8 @@ pub struct FlowView {
     pub target_groups: Groups,
     /// The fingerprint of the flow's settings in this config ([`FlowConfig::fingerprint`]).
     pub settings: u64,
+    /// The flow's policy components, compiled once for every command that asks them.
+    pub policy: FlowPolicy,
 }
 
 impl FlowView {
@@ -90,33 +92,43 @@ impl FlowView {
         let source_admin = ClusterAdmin::connect(&source, &flow.source_admin)?;
         let source_reachable = check_reachable(&source_admin, &source, SOURCE_TIMEOUT).is_ok();
 
-        let mut translation = Translation::default();
-        let forward = flow.positions_topic.clone();
-        if target_groups.topic_exists(&forward)? {
-            read_topic(&target, &flow.target_admin, &forward, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
-                translation.forward.apply(k, v)
-            })?;
-        }
-        if source_reachable {
-            let back = flow.back_positions_topic.clone();
-            if Groups::connect(&source, &flow.consumer)?.topic_exists(&back)? {
-                read_topic(&source, &flow.consumer, &back, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
-                    translation.back.apply(k, v)
-                })?;
-            }
-        }
         let settings = flow.fingerprint(config);
-        Ok(Self {
+        let mut view = Self {
             name: flow.name(),
             source,
             target,
             flow,
             naming,
-            translation,
+            translation: Translation::default(),
             source_reachable,
             target_groups,
             settings,
-        })
+            policy,
+        };
+        view.read_positions()?;
+        Ok(view)
+    }
+
+    /// Reads the flow's stored positions again (and the reverse flow's, when the source
+    /// answers): the offset mappings as they are now.
+    pub fn read_positions(&mut self) -> Result<(), FlowError> {
+        let mut translation = Translation::default();
+        let flow = &self.flow;
+        if self.target_groups.topic_exists(&flow.positions_topic)? {
+            read_topic(&self.target, &flow.target_admin, &flow.positions_topic, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
+                translation.forward.apply(k, v)
+            })?;
+        }
+        if self.source_reachable {
+            let back = &flow.back_positions_topic;
+            if Groups::connect(&self.source, &flow.consumer)?.topic_exists(back)? {
+                read_topic(&self.source, &flow.consumer, back, WHOLE_TOPIC_READ_TIMEOUT, |k, v| {
+                    translation.back.apply(k, v)
+                })?;
+            }
+        }
+        self.translation = translation;
+        Ok(())
     }
 
     /// Every partition a group could be translated for.

@@ -3,8 +3,6 @@
 //! they land. Remote topic names are not decided here but once per partition in the slot
 //! table, so they cost nothing per record.
 
-use std::sync::Arc;
-
 use crate::policy::{PolicyError, RouteGuard};
 use crate::record::{check_headers, Batch, HookError, RecordTransform};
 
@@ -46,35 +44,15 @@ impl RecordTransform for ApplyEdits {
             if let Some(headers) = &e.headers {
                 check_headers(headers).map_err(|what| self.refused(format!("edit of record {i} has {what}")))?;
             }
-            let route = match e.topic {
-                Some(topic) if self.is_internal(&topic)? => {
+            if let Some(topic) = &e.topic {
+                if self.is_internal(topic)? {
                     return Err(self.refused(format!(
                         "edit routes record {i} to `{topic}`, an internal topic (Kafka's, or a replicator's positions, offset syncs, \
                          checkpoints or heartbeats); route to an ordinary topic"
                     )));
                 }
-                topic => topic,
-            };
-            // New bytes go to the end of the batch's buffer; the replaced ones stay unused.
-            let key = e.key.map(|k| k.map(|k| batch.put(&k)));
-            let value = e.value.map(|v| v.map(|v| batch.put(&v)));
-            let headers = e.headers.map(|h| batch.put(&h));
-            let record = &mut batch.records[i];
-            if let Some(key) = key {
-                record.key = key;
             }
-            if let Some(value) = value {
-                record.value = value;
-            }
-            if let Some(headers) = headers {
-                record.headers = headers;
-            }
-            if let Some(ts) = e.timestamp {
-                record.timestamp = ts;
-            }
-            if let Some(topic) = route {
-                record.route = Some(Arc::from(topic));
-            }
+            batch.apply(e);
         }
         Ok(())
     }

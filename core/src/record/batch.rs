@@ -171,6 +171,36 @@ impl Batch {
         self.data.get_mut(span.range()).unwrap_or_default()
     }
 
+    /// Rewrites the record at `edit.position` as `edit` says: new key, value, headers,
+    /// timestamp, and route to `edit.topic`; a position outside the batch changes nothing.
+    /// Whether the edit may be made (its headers well formed, its route allowed) is the
+    /// caller's to check. New bytes go to the end of the buffer; the replaced ones stay unused.
+    pub fn apply(&mut self, edit: RecordEdit) {
+        let i = edit.position as usize;
+        if i >= self.records.len() {
+            return;
+        }
+        let key = edit.key.map(|k| k.map(|k| self.put(&k)));
+        let value = edit.value.map(|v| v.map(|v| self.put(&v)));
+        let headers = edit.headers.map(|h| self.put(&h));
+        let record = &mut self.records[i];
+        if let Some(key) = key {
+            record.key = key;
+        }
+        if let Some(value) = value {
+            record.value = value;
+        }
+        if let Some(headers) = headers {
+            record.headers = headers;
+        }
+        if let Some(ts) = edit.timestamp {
+            record.timestamp = ts;
+        }
+        if let Some(topic) = edit.topic {
+            record.route = Some(std::sync::Arc::from(topic));
+        }
+    }
+
     /// The key of `record`.
     pub fn key(&self, record: &Record) -> Option<&[u8]> {
         record.key.map(|s| self.bytes(s))
@@ -255,5 +285,32 @@ mod tests {
         assert_eq!(b.fetched_through, vec![(3, SourceOffset(11))]);
         let empty = b.put(b"");
         assert_eq!(b.bytes(empty), b"", "an empty key is not a null one");
+    }
+
+    #[test]
+    fn apply_rewrites_only_what_the_edit_names_and_ignores_a_position_outside() {
+        let mut b = Batch::with_capacity(2, 64);
+        b.push(0, SourceOffset(0), 1, Some(b"k0"), Some(b"v0"), [(&b"h"[..], Some(&b"1"[..]))]);
+        b.push(0, SourceOffset(1), 2, Some(b"k1"), Some(b"v1"), []);
+        b.apply(RecordEdit {
+            position: 1,
+            key: Some(None),
+            value: Some(Some(b"new".to_vec())),
+            ..RecordEdit::default()
+        });
+        b.apply(RecordEdit {
+            position: 0,
+            timestamp: Some(9),
+            topic: Some("elsewhere".into()),
+            ..RecordEdit::default()
+        });
+        b.apply(RecordEdit { position: 2, value: Some(None), ..RecordEdit::default() });
+        let (first, second) = (&b.records[0], &b.records[1]);
+        assert_eq!((b.key(first), b.value(first), first.timestamp), (Some(&b"k0"[..]), Some(&b"v0"[..]), 9));
+        assert_eq!(first.route.as_deref(), Some("elsewhere"));
+        assert_eq!(b.headers(first).count(), 1, "headers the edit leaves alone stay");
+        assert_eq!((b.key(second), b.value(second), second.timestamp), (None, Some(&b"new"[..]), 2));
+        assert_eq!(second.route, None);
+        assert_eq!(b.records.len(), 2, "an edit past the end adds nothing");
     }
 }

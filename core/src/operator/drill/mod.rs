@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -31,7 +32,6 @@ use crate::clock::now_millis;
 use crate::cluster::{create_client, ClusterAdmin, ClusterError, TopicSpec};
 use crate::config::Config;
 use crate::flows::FlowError;
-use crate::policy::{FlowPolicy, PolicyEngine};
 use crate::topics::topic_verdict;
 
 /// How often the drill reads the flow's positions again while it waits for them.
@@ -117,7 +117,7 @@ fn drill_error(alias: &str, reason: String) -> FlowError {
 
 /// Runs a drill on the flow `from->to` of `config`.
 pub fn drill_flow(config: &Config, from: &str, to: &str, options: &DrillOptions) -> Result<DrillReport, FlowError> {
-    let view = FlowView::load(config, from, to)?;
+    let mut view = FlowView::load(config, from, to)?;
     if !view.source_reachable {
         return Err(drill_error(
             from,
@@ -125,33 +125,44 @@ pub fn drill_flow(config: &Config, from: &str, to: &str, options: &DrillOptions)
                 .into(),
         ));
     }
-    let canary = options.canary_topic.as_str();
-    let filters = FlowPolicy::load(PolicyEngine::shared()?, &view.flow)?.filters(&view.flow)?;
-    if let Some(why) = topic_verdict(canary, &view.flow.topics, &view.naming, &filters, to)? {
-        return Err(drill_error(
-            from,
-            format!(
-                "the flow does not replicate the canary topic `{canary}` ({why}); add it to `{from}->{to}.topics` \
-                 (or give --canary-topic a topic the flow replicates)"
-            ),
-        ));
-    }
-    let run = now_millis();
-    let group = format!("strait-drill.{from}-{to}.{run}");
-    let (starts, partitions) = write_canary(&view, options, run)?;
-    let half = options.records / 2;
-    let stops: BTreeMap<i32, i64> = starts.iter().map(|(&p, &s)| (p, s + half)).collect();
-    let commits: Vec<Committed> = stops
-        .iter()
-        .map(|(&partition, &offset)| Committed { topic: canary.into(), partition, offset, metadata: String::new() })
-        .collect();
-    Groups::connect(&view.source, &view.flow.consumer)?.commit(&group, &commits)?;
+    let canary = Canary::stopped(&view, options)?;
 
     // The decision: what would be lost now, and the clock for the RTO.
     let decided = Instant::now();
     let decided_at_ms = now_millis();
-    let view = FlowView::load(config, from, to)?;
-    let rpo: Vec<RpoRow> = partition_lags(&view)?
+    view.read_positions()?;
+    let rpo = rpo_now(&view)?;
+    let plan = wait_for_translation(&mut view, &canary.group, &canary.stops, options.timeout)?;
+    if let SyncOutcome::Active(members) = apply_failover(&view, &plan)? {
+        let group = &canary.group;
+        return Err(drill_error(to, format!("the canary group {group} has {members} member(s) on {to}")));
+    }
+    let failed_over_seconds = decided.elapsed().as_secs_f64();
+    let remote = plan.positions.first().map(|p| p.watched.target_topic.clone()).unwrap_or_default();
+    let unread = options.records - canary.half;
+    let ReadOnTarget { reads, first } =
+        resume_on_target(&view, &remote, &canary.group, canary.partitions, unread, options.timeout)?;
+    let canary_rows = canary.rows(&plan, &reads, options.records);
+    let verification = verify_window(&mut view, &options.canary_topic, &canary.starts, options)?;
+    Ok(DrillReport {
+        flow: format!("{from}->{to}"),
+        canary_topic: options.canary_topic.clone(),
+        canary_group: canary.group,
+        decided_at_ms,
+        rpo_records: rpo.iter().map(|r| r.records).sum(),
+        rpo_seconds: rpo.iter().filter_map(|r| r.seconds).reduce(f64::max),
+        rpo,
+        failed_over_seconds,
+        rto_seconds: first.map(|t| t.duration_since(decided).as_secs_f64()),
+        passed: canary_rows.iter().all(|c| c.resumed.exact()) && verification.clean,
+        canary: canary_rows,
+        verification,
+    })
+}
+
+/// Per partition of the flow, what is not on the target now.
+fn rpo_now(view: &FlowView) -> Result<Vec<RpoRow>, FlowError> {
+    Ok(partition_lags(view)?
         .into_iter()
         .map(|l| RpoRow {
             topic: l.topic,
@@ -159,57 +170,87 @@ pub fn drill_flow(config: &Config, from: &str, to: &str, options: &DrillOptions)
             records: l.unreplicated,
             seconds: l.oldest_age_ms.map(|ms| ms as f64 / 1000.0),
         })
-        .collect();
+        .collect())
+}
 
-    let (view, plan) = wait_for_translation(config, (from, to), view, &group, &stops, options.timeout)?;
-    match apply_failover(&view, &plan)? {
-        SyncOutcome::Committed(_) => {}
-        SyncOutcome::Active(members) => {
-            return Err(drill_error(to, format!("the canary group {group} has {members} member(s) on {to}")));
+/// This drill's canary records and group, stopped half-way through each partition.
+struct Canary {
+    /// Distinguishes this drill's records and group from earlier drills'.
+    run: i64,
+    group: String,
+    /// The first offset of this drill's records, per partition.
+    starts: BTreeMap<i32, i64>,
+    /// Where the group stopped (the next offset it would read), per partition.
+    stops: BTreeMap<i32, i64>,
+    partitions: i32,
+    /// Records per partition the group read before its stop.
+    half: i64,
+}
+
+impl Canary {
+    /// Checks the flow replicates the canary topic, writes this drill's records and commits a
+    /// fresh group half-way through them on the source.
+    fn stopped(view: &FlowView, options: &DrillOptions) -> Result<Self, FlowError> {
+        let (from, to, canary) = (view.source.alias.as_str(), view.target.alias.as_str(), &options.canary_topic);
+        let filters = view.policy.filters(&view.flow)?;
+        if let Some(why) = topic_verdict(canary, &view.flow.topics, &view.naming, &filters, to)? {
+            return Err(drill_error(
+                from,
+                format!(
+                    "the flow does not replicate the canary topic `{canary}` ({why}); add it to `{from}->{to}.topics` \
+                     (or give --canary-topic a topic the flow replicates)"
+                ),
+            ));
         }
+        let run = now_millis();
+        let group = format!("strait-drill.{from}-{to}.{run}");
+        let (starts, partitions) = write_canary(view, options, run)?;
+        let half = options.records / 2;
+        let stops: BTreeMap<i32, i64> = starts.iter().map(|(&p, &s)| (p, s + half)).collect();
+        let commits: Vec<Committed> = stops
+            .iter()
+            .map(|(&partition, &offset)| Committed {
+                topic: canary.clone(),
+                partition,
+                offset,
+                metadata: String::new(),
+            })
+            .collect();
+        Groups::connect(&view.source, &view.flow.consumer)?.commit(&group, &commits)?;
+        Ok(Self { run, group, starts, stops, partitions, half })
     }
-    let failed_over_seconds = decided.elapsed().as_secs_f64();
-    let remote = plan.positions.first().map(|p| p.watched.target_topic.clone()).unwrap_or_default();
-    let ReadOnTarget { reads, first } =
-        resume_on_target(&view, &remote, &group, partitions, options.records - half, options.timeout)?;
-    let rto_seconds = first.map(|t| t.duration_since(decided).as_secs_f64());
 
-    let name = |p: i32, i: i64| canary_value(run, p, i);
-    let canary_rows: Vec<CanaryPartition> = stops
-        .iter()
-        .map(|(&p, &stop)| {
-            let done: Vec<String> = (0..half).map(|i| name(p, i)).collect();
-            let unread: Vec<String> = (half..options.records).map(|i| name(p, i)).collect();
-            CanaryPartition {
-                partition: p,
-                stopped_at: stop,
-                resumed_at: plan
-                    .positions
-                    .iter()
-                    .find(|x| x.watched.partition == p)
-                    .and_then(|x| x.translated)
-                    .map(|t| t.get()),
-                resumed: resumed(&done, &unread, reads.get(&p).map_or(&[][..], Vec::as_slice)),
-            }
-        })
-        .collect();
+    /// How each partition resumed, from what the group read on the target.
+    fn rows(&self, plan: &FailoverPlan, reads: &HashMap<i32, Vec<String>>, records: i64) -> Vec<CanaryPartition> {
+        let name = |p: i32, i: i64| canary_value(self.run, p, i);
+        self.stops
+            .iter()
+            .map(|(&p, &stop)| {
+                let done: Vec<String> = (0..self.half).map(|i| name(p, i)).collect();
+                let unread: Vec<String> = (self.half..records).map(|i| name(p, i)).collect();
+                let resumed_at = plan.positions.iter().find(|x| x.watched.partition == p).and_then(|x| x.translated);
+                CanaryPartition {
+                    partition: p,
+                    stopped_at: stop,
+                    resumed_at: resumed_at.map(|t| t.get()),
+                    resumed: resumed(&done, &unread, reads.get(&p).map_or(&[][..], Vec::as_slice)),
+                }
+            })
+            .collect()
+    }
+}
 
-    let verification = verify_window(config, (from, to), canary, &starts, options)?;
-    let passed = canary_rows.iter().all(|c| c.resumed.exact()) && verification.clean;
-    Ok(DrillReport {
-        flow: format!("{from}->{to}"),
-        canary_topic: canary.to_string(),
-        canary_group: group,
-        decided_at_ms,
-        rpo_records: rpo.iter().map(|r| r.records).sum(),
-        rpo_seconds: rpo.iter().filter_map(|r| r.seconds).reduce(f64::max),
-        rpo,
-        failed_over_seconds,
-        rto_seconds,
-        canary: canary_rows,
-        verification,
-        passed,
-    })
+/// Whether `e` says a topic or partition is not known yet, as brokers answer for a topic
+/// created a moment ago.
+fn just_created(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::UnknownPartition
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+        )
+    )
 }
 
 /// A canary record's value (and key): unique to the drill, the partition and the record.
@@ -238,11 +279,14 @@ fn write_canary(view: &FlowView, options: &DrillOptions, run: i64) -> Result<(BT
         crate::cluster::ASSIGN_ONLY_CONSUMER,
         DefaultConsumerContext,
     )?;
-    let end = |p: i32| {
-        reader
-            .fetch_watermarks(canary, p, options.timeout)
-            .map(|(_, high)| high)
-            .map_err(|e| drill_error(source, format!("reading the end of {canary}-{p}: {e}")))
+    let deadline = Instant::now() + options.timeout;
+    let end = |p: i32| loop {
+        match reader.fetch_watermarks(canary, p, options.timeout) {
+            Ok((_, high)) => return Ok(high),
+            // A topic just created reaches every broker's metadata a moment later.
+            Err(e) if just_created(&e) && Instant::now() < deadline => std::thread::sleep(RELOAD),
+            Err(e) => return Err(drill_error(source, format!("reading the end of {canary}-{p}: {e}"))),
+        }
     };
     let starts: BTreeMap<i32, i64> = (0..partitions).map(|p| Ok((p, end(p)?))).collect::<Result<_, FlowError>>()?;
     let producer: ThreadedProducer<DefaultProducerContext> = create_client(
@@ -284,20 +328,18 @@ fn write_canary(view: &FlowView, options: &DrillOptions, run: i64) -> Result<(BT
     Ok((starts, partitions))
 }
 
-/// Reads the flow's positions until its mapping covers every canary partition up to the
+/// Reads the flow's positions again until its mapping covers every canary partition up to the
 /// group's stop, then plans the group's failover there. Translating earlier would send the group
 /// to where the next replicated record lands, before its stop: it would read records twice.
 fn wait_for_translation(
-    config: &Config,
-    (from, to): (&str, &str),
-    mut view: FlowView,
+    view: &mut FlowView,
     group: &str,
     stops: &BTreeMap<i32, i64>,
     timeout: Duration,
-) -> Result<(FlowView, FailoverPlan), FlowError> {
+) -> Result<FailoverPlan, FlowError> {
     let deadline = Instant::now() + timeout;
     loop {
-        let rows = translate_groups(&view, &[group.to_string()])?.pop().map(|(_, rows)| rows).unwrap_or_default();
+        let rows = translate_groups(view, &[group.to_string()])?.pop().map(|(_, rows)| rows).unwrap_or_default();
         let ready = stops.iter().all(|(&p, &stop)| {
             rows.iter().any(|r| {
                 r.watched.partition == p
@@ -318,20 +360,21 @@ fn wait_for_translation(
                 lags: Vec::new(),
                 source_reachable: view.source_reachable,
             };
-            return Ok((view, plan));
+            return Ok(plan);
         }
         if Instant::now() > deadline {
             return Err(drill_error(
-                from,
+                view.source.alias.as_str(),
                 format!(
                     "the flow did not replicate the canary records up to the group's stop within {}s; is strait running \
-                     {from}->{to}? (`strait status`)",
-                    timeout.as_secs()
+                     {}? (`strait status`)",
+                    timeout.as_secs(),
+                    view.name
                 ),
             ));
         }
         std::thread::sleep(RELOAD);
-        view = FlowView::load(config, from, to)?;
+        view.read_positions()?;
     }
 }
 
@@ -399,8 +442,7 @@ struct ReadOnTarget {
 /// [`verify_flow`] over the canary records from `starts` on, once the flow has stored positions
 /// past all of them (or the timeout: the report then covers what was stored).
 fn verify_window(
-    config: &Config,
-    (from, to): (&str, &str),
+    view: &mut FlowView,
     canary: &str,
     starts: &BTreeMap<i32, i64>,
     options: &DrillOptions,
@@ -413,8 +455,8 @@ fn verify_window(
     let wanted = starts.len() as u64 * options.records as u64;
     let deadline = Instant::now() + options.timeout;
     loop {
-        let view = FlowView::load(config, from, to)?;
-        let report = verify_flow(&view, &verify, |_| {})?;
+        view.read_positions()?;
+        let report = verify_flow(view, &verify, |_| {})?;
         if report.total.expected >= wanted || Instant::now() > deadline {
             return Ok(report);
         }

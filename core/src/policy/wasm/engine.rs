@@ -86,6 +86,21 @@ impl Hooks {
         }
     }
 
+    /// The WIT names of the hooks implemented (`naming`, `topic-filter`, ...), in the contract's order.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.naming, "naming"),
+            (self.topic_filter, "topic-filter"),
+            (self.group_filter, "group-filter"),
+            (self.config_filter, "config-filter"),
+            (self.records, "records"),
+            (self.conflicts, "conflicts"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+    }
+
     /// Whether any of the three filters is implemented.
     pub fn filters(&self) -> bool {
         self.topic_filter || self.group_filter || self.config_filter
