@@ -8,8 +8,9 @@ Usage: benches/wan-summary.py RESULTS_DIR COMMAND
 """
 import json
 import pathlib
-import statistics
 import sys
+
+from rounds import ratio_line, spread
 
 
 def runs(directory):
@@ -32,20 +33,6 @@ def measures(results):
             m["p50 ms"] = rnd["p50_ms"]
             m["p99 ms"] = rnd["p99_ms"]
     return out
-
-
-def spread(values):
-    return f"{statistics.median(values):,.1f} ({min(values):,.1f}-{max(values):,.1f})"
-
-
-def ratio_line(name, per_round):
-    """A ratio from per-round ratios: its median and range, or why it is not printed."""
-    if not per_round:
-        return f"| {name} | - | no rounds |"
-    med, low, high = statistics.median(per_round), min(per_round), max(per_round)
-    if len(per_round) > 1 and (high - low) > abs(med - 1.0):
-        return f"| {name} | not measurable | rounds gave {low:.2f}-{high:.2f}, wider than the effect |"
-    return f"| {name} | {med:.2f} | {low:.2f}-{high:.2f} in {len(per_round)} rounds |"
 
 
 def main():

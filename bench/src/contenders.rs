@@ -22,6 +22,9 @@ pub enum Contender {
     Strait,
     /// MirrorMaker 2 from Maven Central, dedicated mode.
     Mm2,
+    /// `strait-passthrough`: record batches forwarded undecoded (a prototype, issue 33 item 5);
+    /// run only when `--only` names it.
+    Passthrough,
 }
 
 impl Contender {
@@ -31,6 +34,7 @@ impl Contender {
             Contender::Ceiling => "ceiling",
             Contender::Strait => "strait",
             Contender::Mm2 => "mm2",
+            Contender::Passthrough => "passthrough",
         }
     }
 
@@ -57,6 +61,11 @@ impl Contender {
                  Connect's defaults), consumer max.poll.records=2000, offset syncs and checkpoints at their defaults, heartbeats on, \
                  sync.topic.acls.enabled=false"
             ),
+            Contender::Passthrough => "fetched record batches forwarded undecoded: one thread per source broker fetching (10 MiB per \
+                 partition, 50 MiB per fetch, fetch.wait.max.ms=100), per target broker one thread producing (idempotent, acks=all, one \
+                 batch per partition per request, 5 requests in flight) and one reading answers; the batches keep the source's \
+                 compression, so the codec is not applied"
+                .to_string(),
         }
     }
 }
@@ -98,15 +107,21 @@ pub fn start(
     );
     let mut metrics_port = None;
     let (child, target_topic) = match contender {
-        Contender::Ceiling => {
-            let target = format!("ceiling-{run}");
+        Contender::Ceiling | Contender::Passthrough => {
+            let (name, program) = match contender {
+                Contender::Ceiling => ("ceiling", "strait-ceiling"),
+                _ => ("passthrough", "strait-passthrough"),
+            };
+            let target = format!("{name}-{run}");
             stand.create_topic(false, &target, partitions)?;
-            let child = Command::new(bin("strait-ceiling")?)
+            let child = Command::new(bin(program)?)
                 .args([&stand.east, &stand.west, source_topic, &target, &partitions.to_string(), &stand.codec])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
-                .context("starting strait-ceiling (build it with `cargo build --release -p strait-bench`)")?;
+                .with_context(|| {
+                    format!("starting {program} (build it with `cargo build --release -p strait-bench`)")
+                })?;
             (child, target)
         }
         Contender::Strait => {

@@ -1,7 +1,7 @@
 //! The clusters, through `scripts/kafka.sh` (the same script the tests use) and rdkafka.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -17,6 +17,18 @@ pub enum Across {
     Target,
     /// Consume remotely: the contenders next to the target.
     Source,
+}
+
+/// What the records' values hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Data {
+    /// ProducerPerformance's random capital letters: nothing lz4 can shrink; loaded uncompressed.
+    Random,
+    /// JSON-like documents (orders with repeated field names and a small vocabulary), which
+    /// shrink several times; the backlog is loaded lz4-compressed, as a compressing producer
+    /// writes it.
+    Json,
 }
 
 /// A link between the contenders and one cluster: `scripts/wan.sh` (Toxiproxy) in front of a
@@ -49,6 +61,8 @@ pub struct Stand {
     pub codec: String,
     /// Lines added to strait's config (`--strait-extra`), each ending in a newline.
     pub strait_extra: String,
+    /// What the backlog's values hold (`--data`).
+    pub data: Data,
 }
 
 impl Stand {
@@ -87,6 +101,7 @@ impl Stand {
             west_name,
             codec: "lz4".into(),
             strait_extra: String::new(),
+            data: Data::Random,
         })
     }
 
@@ -113,45 +128,54 @@ impl Stand {
         }
     }
 
-    /// Loads `records` records of `size` bytes into `topic` on us-east as fast as it goes.
+    /// Loads `records` records of `size` bytes into `topic` on us-east as fast as it goes, with
+    /// values as `--data` says.
     pub fn preload(&self, topic: &str, records: u64, size: usize) -> anyhow::Result<()> {
-        let status = self.producer_performance(topic, records, size, None)?.wait().context("ProducerPerformance")?;
+        let status = self
+            .producer_performance(topic, records, size, None, self.data)?
+            .spawn()
+            .context("starting ProducerPerformance")?
+            .wait()
+            .context("ProducerPerformance")?;
         if !status.success() {
             bail!("loading {topic} failed ({status})");
         }
         Ok(())
     }
 
-    /// Starts a producer writing `records` records of `size` bytes into `topic` on us-east at
-    /// `rate` records per second, or as fast as it goes.
+    /// A producer writing `records` records of `size` bytes of `data` into `topic` on us-east
+    /// at `rate` records per second, or as fast as it goes.
     pub fn producer_performance(
         &self,
         topic: &str,
         records: u64,
         size: usize,
         rate: Option<u64>,
-    ) -> anyhow::Result<Child> {
-        let (records, size) = (records.to_string(), size.to_string());
+        data: Data,
+    ) -> anyhow::Result<Command> {
+        // Random letters of the size, or JSON documents of it from a file, loaded compressed.
+        let (payload, compression) = match data {
+            Data::Random => (["--record-size".to_string(), size.to_string()], None),
+            Data::Json => {
+                let file = std::env::temp_dir().join(format!("strait-bench-json-{size}-{}.txt", std::process::id()));
+                std::fs::write(&file, json_documents(size, 1000)).context("writing the JSON payload file")?;
+                (["--payload-file".to_string(), file.to_string_lossy().into_owned()], Some("compression.type=lz4"))
+            }
+        };
+        let records = records.to_string();
         let throughput = rate.map_or("-1".to_string(), |r| r.to_string());
         // Steady mode sends with a short linger, so the producer adds little to the latency.
         let linger = if rate.is_some() { "linger.ms=1" } else { "linger.ms=10" };
-        Command::new("bash")
+        let mut command = Command::new("bash");
+        command
             .current_dir(&self.root)
             .args(["scripts/kafka.sh", "tool", "org.apache.kafka.tools.ProducerPerformance", "--topic", topic])
-            .args([
-                "--num-records",
-                &records,
-                "--record-size",
-                &size,
-                "--throughput",
-                &throughput,
-                "--bootstrap-server",
-                &self.east_tools,
-            ])
+            .args(["--num-records", &records, "--throughput", &throughput, "--bootstrap-server", &self.east_tools])
+            .args(&payload)
             .args(["--producer-props", "acks=1", linger, "batch.size=262144"])
-            .stdout(Stdio::null())
-            .spawn()
-            .context("starting ProducerPerformance")
+            .args(compression)
+            .stdout(Stdio::null());
+        Ok(command)
     }
 
     /// A client on us-west for [`Stand::target_records`]. librdkafka remembers a topic it found
@@ -223,4 +247,47 @@ fn script(root: &Path, name: &str, args: &[&str]) -> anyhow::Result<String> {
         bail!("scripts/{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string())
+}
+
+/// `count` JSON-like order documents of exactly `size` bytes each, one per line: field names
+/// repeat and values come from a small vocabulary, as in the event streams operators replicate.
+fn json_documents(size: usize, count: u32) -> String {
+    const WORDS: [&str; 12] = [
+        "shipped", "pending", "express", "standard", "gift", "fragile", "returned", "paid", "north", "south", "retail",
+        "online",
+    ];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let mut out = String::new();
+    for id in 0..count {
+        let mut doc = format!(
+            "{{\"id\":{},\"customer\":\"customer-{:04}\",\"status\":\"{}\",\"items\":[",
+            100_000 + id,
+            next(5000),
+            WORDS[next(12) as usize]
+        );
+        while doc.len() + 60 < size {
+            doc += &format!(
+                "{{\"sku\":\"sku-{:03}\",\"qty\":{},\"price\":{}.{:02}}},",
+                next(500),
+                1 + next(9),
+                next(200),
+                next(100)
+            );
+        }
+        doc += "],\"note\":\"";
+        while doc.len() < size {
+            doc += WORDS[next(12) as usize];
+            doc.push(' ');
+        }
+        doc.truncate(size.saturating_sub(2).max(1));
+        doc += "\"}";
+        doc.truncate(size);
+        out += &doc;
+        out.push('\n');
+    }
+    out
 }

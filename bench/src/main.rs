@@ -86,6 +86,10 @@ struct Args {
     /// at 10 KiB): shorter drains, for runs repeated in turns (`benches/wan.sh`).
     #[arg(long)]
     backlog: Option<u64>,
+    /// What the backlog's values hold: `random` letters, which no codec the contenders use
+    /// shrinks, or `json` documents, which shrink several times and are loaded lz4-compressed.
+    #[arg(long, value_enum, default_value = "random")]
+    data: kafka::Data,
     /// Which cluster is across the link: `target` (the contenders produce remotely) or `source`
     /// (they consume remotely).
     #[arg(long, value_enum, default_value = "target")]
@@ -122,6 +126,7 @@ fn main() -> anyhow::Result<()> {
     let link = (args.rtt > 0).then_some(kafka::Link { across: args.across, rtt_ms: args.rtt });
     let mut stand = kafka::Stand::start(&root, link)?;
     stand.codec = args.codec.clone();
+    stand.data = args.data;
     stand.strait_extra = args.strait_extra.iter().map(|line| format!("{line}\n")).collect();
     // (record size, backlog records) and the steady run's length.
     let (sizes, default_seconds): (&[(usize, u64)], u64) = if args.quick {
@@ -131,8 +136,8 @@ fn main() -> anyhow::Result<()> {
     };
     let steady_seconds = args.steady_seconds.unwrap_or(default_seconds);
     let all = [Contender::Ceiling, Contender::Strait, Contender::Mm2];
-    let contenders: Vec<Contender> =
-        all.into_iter().filter(|c| args.only.is_empty() || args.only.contains(c)).collect();
+    // `--only` runs its contenders in the order given, so repeated runs can take turns.
+    let contenders: Vec<Contender> = if args.only.is_empty() { all.to_vec() } else { args.only.clone() };
     let sizes: Vec<(usize, u64)> = sizes
         .iter()
         .map(|&(s, n)| (s, args.backlog.unwrap_or(n)))

@@ -13,7 +13,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::contenders::{start, Contender};
-use crate::kafka::Stand;
+use crate::kafka::{Data, Stand};
 use crate::process::{cpu_seconds, peak_rss_mib};
 
 /// How long a contender may take to drain a backlog before the run is called failed.
@@ -277,7 +277,12 @@ pub fn steady(
 pub const WARM_UP_SECONDS: u64 = 5;
 
 fn run_producer(stand: &Stand, topic: &str, records: u64, size: usize, rate: u64) -> anyhow::Result<()> {
-    let status = stand.producer_performance(topic, records, size, Some(rate))?.wait().context("steady producer")?;
+    let status = stand
+        .producer_performance(topic, records, size, Some(rate), Data::Random)?
+        .spawn()
+        .context("starting ProducerPerformance")?
+        .wait()
+        .context("steady producer")?;
     if !status.success() {
         bail!("the steady producer failed ({status})");
     }
