@@ -21,7 +21,7 @@ def runs(directory):
 
 
 def measures(results):
-    """contender -> {measure: value} for the 1 KiB size of one run."""
+    """contender -> {measure: value} for the (one) record size of one run."""
     out = {}
     for size in results["sizes"]:
         for contender, drain in size["drains"]:
@@ -51,7 +51,7 @@ def main():
     print("| round trip | contender | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for (rtt, contender), values in sorted(table.items()):
-        cells = [spread(values[n]) if n in values else "-" for n in names]
+        cells = [spread(values[n], 0) if n in values else "-" for n in names]
         print(f"| {rtt} ms | {contender} | " + " | ".join(cells) + " |")
     print("\nMedians with their range over the rounds.\n")
     far = max(rtts)
@@ -66,21 +66,34 @@ def main():
                 pass
         return out
 
-    print("| ratio | median | spread |\n|---|---|---|")
-    print(ratio_line(
-        f"strait drain at {far} ms / at 0 ms",
-        per_round(lambda r: by_round[(r, far)]["strait"]["records/s"] / by_round[(r, 0)]["strait"]["records/s"]),
-    ))
-    for rtt in rtts:
-        print(ratio_line(
-            f"strait / MM2 drain at {rtt} ms",
-            per_round(lambda r: by_round[(r, rtt)]["strait"]["records/s"] / by_round[(r, rtt)]["mm2"]["records/s"]),
-        ))
-        print(ratio_line(
-            f"strait / MM2 records per CPU-second at {rtt} ms",
-            per_round(lambda r: by_round[(r, rtt)]["strait"]["records/CPU-s"] / by_round[(r, rtt)]["mm2"]["records/CPU-s"]),
-        ))
+    def ratio(name, num, den):
+        """A ratio line over the rounds where both measures exist: num and den are (rtt,
+        contender, measure)."""
+        return ratio_line(name, per_round(lambda r: by_round[(r, num[0])][num[1]][num[2]] / by_round[(r, den[0])][den[1]][den[2]]))
 
+    contenders = {c for _, c in table}
+    straits = [c for c in ("strait", "strait-wan") if c in contenders]
+    mm2s = [c for c in ("mm2", "mm2-wan") if c in contenders]
+    print("| ratio | median | spread |\n|---|---|---|")
+    for rtt in (r for r in rtts if r > 0):
+        for s in straits:
+            print(ratio(f"{s} drain at {rtt} ms / at 0 ms (goal at 100 ms: ≥ 0.8)", (rtt, s, "records/s"), (0, s, "records/s")))
+    for rtt in rtts:
+        for s in straits:
+            for m in mm2s:
+                print(ratio(f"{s} / {m} drain at {rtt} ms (goal at 100 ms, against mm2: ≥ 3)", (rtt, s, "records/s"), (rtt, m, "records/s")))
+                print(ratio(f"{s} / {m} records per CPU-second at {rtt} ms", (rtt, s, "records/CPU-s"), (rtt, m, "records/CPU-s")))
+    if "ceiling" in contenders:
+        for rtt in rtts:
+            for s in straits:
+                print(ratio(f"{s}'s CPU per record / the bare loop's at {rtt} ms (issue 15's goal: ≤ 1.1)", (rtt, "ceiling", "records/CPU-s"), (rtt, s, "records/CPU-s")))
+    print("\np99 at the fixed rate against the goal of the round trip + 50 ms:\n")
+    print("| round trip | contender | p99 ms, median (range) | goal ms | rounds within it |\n|---|---|---|---|---|")
+    for (rtt, contender), values in sorted(table.items()):
+        if "p99 ms" in values:
+            p99 = values["p99 ms"]
+            within = sum(v <= rtt + 50 for v in p99)
+            print(f"| {rtt} ms | {contender} | {spread(p99, 0)} | {rtt + 50} | {within} of {len(p99)} |")
 
 if __name__ == "__main__":
     main()

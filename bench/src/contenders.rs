@@ -20,8 +20,18 @@ pub enum Contender {
     /// `strait run` with the default (WASM) policy and every default: offset syncs,
     /// checkpoints, group sync and heartbeats on.
     Strait,
+    /// strait with the WAN profile of docs/performance.md (4 MiB producer batches); run only
+    /// when `--only` names it.
+    #[value(name = "strait-wan")]
+    #[serde(rename = "strait-wan")]
+    StraitWan,
     /// MirrorMaker 2 from Maven Central, dedicated mode.
     Mm2,
+    /// MirrorMaker 2 with the tuning its documentation gives for distance and volume; run only
+    /// when `--only` names it.
+    #[value(name = "mm2-wan")]
+    #[serde(rename = "mm2-wan")]
+    Mm2Wan,
     /// `strait-passthrough`: record batches forwarded undecoded (a prototype, issue 33 item 5);
     /// run only when `--only` names it.
     Passthrough,
@@ -33,7 +43,9 @@ impl Contender {
         match self {
             Contender::Ceiling => "ceiling",
             Contender::Strait => "strait",
+            Contender::StraitWan => "strait-wan",
             Contender::Mm2 => "mm2",
+            Contender::Mm2Wan => "mm2-wan",
             Contender::Passthrough => "passthrough",
         }
     }
@@ -56,6 +68,12 @@ impl Contender {
                  16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
+            Contender::StraitWan => format!("{}; with the WAN profile: `{}`", Contender::Strait.settings(partitions, codec, strait_extra), STRAIT_WAN.replace('\n', "`, `")),
+            Contender::Mm2Wan => format!(
+                "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer;                  -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
+                Contender::Mm2.settings(partitions, codec, strait_extra),
+                MM2_WAN.replace('\n', "`, `").trim_end_matches(", `").trim_end_matches('`')
+            ),
             Contender::Mm2 => format!(
                 "MirrorMaker 2 dedicated mode with its launcher's heap (-Xms256M -Xmx2G), tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
                  Connect's defaults), consumer max.poll.records=2000, offset syncs and checkpoints at their defaults, heartbeats on, \
@@ -69,6 +87,20 @@ impl Contender {
         }
     }
 }
+
+/// strait's WAN profile (docs/performance.md), added to its config as the lines they are: larger
+/// producer batches, so that the five requests librdkafka keeps in flight on a connection carry
+/// 20 MiB per round trip instead of 5 (the target's topics must take 5 MiB batches: the stand
+/// raises its target brokers' `message.max.bytes`).
+const STRAIT_WAN: &str = "us-west.producer.batch.size = 4194304\nus-west.producer.message.max.bytes = 5242880";
+
+/// MM2's documented tuning for distance and volume, with `@SOURCE@` for the source alias: Kafka's
+/// documentation ("Datacenters") raises the clients' socket buffers for high-latency links, and
+/// Red Hat Streams' guide to MirrorMaker 2 with high volumes gives the batch, linger and fetch
+/// sizes.
+const MM2_WAN: &str = "us-west.producer.send.buffer.bytes = -1\n@SOURCE@.consumer.receive.buffer.bytes = -1\n\
+us-west.producer.batch.size = 327680\nus-west.producer.linger.ms = 100\n@SOURCE@.consumer.fetch.max.bytes = 52428800\n\
+@SOURCE@.consumer.max.partition.fetch.bytes = 1048576\n@SOURCE@.consumer.max.poll.records = 500\n";
 
 /// A contender replicating.
 pub struct Running {
@@ -124,19 +156,23 @@ pub fn start(
                 })?;
             (child, target)
         }
-        Contender::Strait => {
+        Contender::Strait | Contender::StraitWan => {
             // `@SOURCE@` in a tried setting stands for this run's source alias.
-            let path = config(format!("{common}{}", stand.strait_extra.replace("@SOURCE@", &alias)))?;
+            let profile = if contender == Contender::StraitWan { format!("{STRAIT_WAN}\n") } else { String::new() };
+            let path = config(format!("{common}{}{profile}", stand.strait_extra.replace("@SOURCE@", &alias)))?;
             let (child, port) = spawn::strait(&bin("strait")?, &path, log)?;
             metrics_port = Some(port);
             (child, format!("{alias}.{source_topic}"))
         }
-        Contender::Mm2 => {
+        Contender::Mm2 | Contender::Mm2Wan => {
+            // Later lines win in MM2's properties, so the WAN tuning replaces the bench's batch settings.
+            let tuning =
+                if contender == Contender::Mm2Wan { MM2_WAN.replace("@SOURCE@", &alias) } else { String::new() };
             let path = config(format!(
                 "{common}tasks.max = {partitions}\ncheckpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
                  offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n\
                  config.storage.replication.factor = 1\nus-west.producer.linger.ms = 5\nus-west.producer.batch.size = 1000000\n\
-                 {alias}.consumer.max.poll.records = 2000\nsync.topic.acls.enabled = false\n"
+                 {alias}.consumer.max.poll.records = 2000\nsync.topic.acls.enabled = false\n{tuning}"
             ))?;
             let child = spawn::mm2(&stand.root, &path, log)?;
             (child, format!("{alias}.{source_topic}"))

@@ -91,6 +91,23 @@ impl Stand {
                 (far("bench-wan-east", "3", "12092", rtt_ms)?, cluster("us-west", "1", "29092")?)
             }
         };
+        // The target's brokers take record batches of up to 5 MiB (Kafka's default is 1 MiB), so
+        // strait's WAN profile can send 4 MiB batches; every contender writes to the same brokers.
+        kafka_sh(
+            root,
+            &[
+                "tool",
+                "kafka.admin.ConfigCommand",
+                "--bootstrap-server",
+                &west_tools,
+                "--entity-type",
+                "brokers",
+                "--entity-default",
+                "--alter",
+                "--add-config",
+                "message.max.bytes=5242880",
+            ],
+        )?;
         Ok(Self {
             root: root.to_path_buf(),
             east,
