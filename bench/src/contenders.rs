@@ -20,8 +20,8 @@ pub enum Contender {
     /// `strait run` with the default (WASM) policy and every default: offset syncs,
     /// checkpoints, group sync and heartbeats on.
     Strait,
-    /// strait with the WAN profile of docs/performance.md (4 MiB producer batches); run only
-    /// when `--only` names it.
+    /// strait with the WAN profile of docs/performance.md (4 MiB producer batches, a 64 MiB
+    /// producer queue); run only when `--only` names it.
     #[value(name = "strait-wan")]
     #[serde(rename = "strait-wan")]
     StraitWan,
@@ -91,8 +91,10 @@ impl Contender {
 /// strait's WAN profile (docs/performance.md), added to its config as the lines they are: larger
 /// producer batches, so that the five requests librdkafka keeps in flight on a connection carry
 /// 20 MiB per round trip instead of 5 (the target's topics must take 5 MiB batches: the stand
-/// raises its target brokers' `message.max.bytes`).
-const STRAIT_WAN: &str = "us-west.producer.batch.size = 4194304\nus-west.producer.message.max.bytes = 5242880";
+/// raises its target brokers' `message.max.bytes`), and a producer queue that holds several
+/// round trips of them (a 16 MiB queue kept full against a long round trip cost half a core).
+const STRAIT_WAN: &str = "us-west.producer.batch.size = 4194304\nus-west.producer.message.max.bytes = 5242880\n\
+    us-west.producer.queue.buffering.max.kbytes = 65536\nus-west.producer.queue.buffering.max.messages = 1000000";
 
 /// MM2's documented tuning for distance and volume, with `@SOURCE@` for the source alias: Kafka's
 /// documentation ("Datacenters") raises the clients' socket buffers for high-latency links, and
