@@ -54,7 +54,6 @@ def main():
         cells = [spread(values[n], 0) if n in values else "-" for n in names]
         print(f"| {rtt} ms | {contender} | " + " | ".join(cells) + " |")
     print("\nMedians with their range over the rounds.\n")
-    far = max(rtts)
     rounds = sorted({r for r, _ in by_round})
 
     def per_round(fn):

@@ -3,10 +3,9 @@
 # with one cluster across a link of each round trip in RTTS (ms, Toxiproxy, scripts/wan.sh),
 # taken in turns, ROUNDS rounds, the order rotated every round, so a slow spell of the shared
 # machine falls on all (RTTS empty: loopback alone). Each run drains a BACKLOG-record backlog of
-# records of SIZE bytes (1 KiB by default) with every
-# contender of ONLY in turn, then follows a steady RATE for SECONDS. benches/wan-summary.py
-# prints the medians, their spread and the ratios; the JSON of every run stays in
-# benches/results/wan-DATE-ACROSS-PARTITIONS/.
+# SIZE-byte records (1 KiB by default) with every contender of ONLY in turn, then follows a
+# steady RATE for SECONDS. benches/wan-summary.py prints the medians, their spread and the
+# ratios; the JSON of every run stays in benches/results/wan-DATE-ACROSS-PARTITIONS-SIZE/.
 # Usage: benches/wan.sh [--rtt "MS ..."] [--across target|source] [--rounds N] [--partitions P]
 #                       [--backlog N] [--rate R] [--seconds S] [--only "CONTENDER ..."] [--size B]
 set -euo pipefail
@@ -24,7 +23,7 @@ while (($#)); do
     --seconds) SECONDS_=$2 ;;
     --only) ONLY=$2 ;;
     --size) SIZE=$2 ;;
-    *) sed -n '10,11s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '9,10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
   esac
   shift 2
 done

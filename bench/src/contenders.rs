@@ -70,7 +70,7 @@ impl Contender {
             ),
             Contender::StraitWan => format!("{}; with the WAN profile: `{}`", Contender::Strait.settings(partitions, codec, strait_extra), STRAIT_WAN.replace('\n', "`, `")),
             Contender::Mm2Wan => format!(
-                "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer;                  -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
+                "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer; -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
                 Contender::Mm2.settings(partitions, codec, strait_extra),
                 MM2_WAN.replace('\n', "`, `").trim_end_matches(", `").trim_end_matches('`')
             ),
