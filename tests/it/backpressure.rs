@@ -23,7 +23,8 @@ const FROZEN_BATCHES: f64 = 10.0;
 fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
     let s = stand();
     // A target of its own: freezing the shared us-west would stall the other tests.
-    let frozen_west = kafka_sh(&["start", "--fresh", "bp-west", "1", "27092"]);
+    let frozen = OwnCluster::start_to_freeze("bp-west", 27092);
+    let frozen_west = frozen.bootstrap.clone();
     let topic = unique("backpressure");
     create_topic(&s.east, &topic, PARTITIONS, 3, &[]);
     let config = format!(
@@ -40,9 +41,8 @@ fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
     // count tells how many batches the fetcher read.
     let batches =
         |st: &Strait| st.metric("strait_replication_record_age_seconds_count", &[("flow", FLOW)]).unwrap_or(0.0);
-    let pids: Vec<String> = kafka_sh_lines(&["pids", "bp-west"]);
     let batches_before = batches(&strait);
-    signal(&pids, "STOP");
+    frozen.freeze();
     let frozen_at = Instant::now();
     let writer = {
         let (east, topic) = (s.east.clone(), topic.clone());
@@ -61,7 +61,7 @@ fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
     // Read before the thaw: what the fetcher did while nothing could leave strait. Without it
     // the memory bound also holds for a fetcher that stopped.
     let frozen_batches = batches(&strait) - batches_before;
-    signal(&pids, "CONT");
+    frozen.thaw();
     writer.join().expect("writer");
     // Sentinels after the load: each proves by arriving that its partition's records arrived.
     send_sentinels(&s.east, &topic, PARTITIONS);
@@ -97,22 +97,4 @@ fn a_frozen_target_broker_keeps_memory_bounded_and_loses_nothing() {
         "RSS reached {} MiB, over the {RSS_BOUND_MIB} MiB bound",
         max_rss_kib / 1024
     );
-    drop(strait);
-    kafka_sh(&["stop", "bp-west"]);
-}
-
-fn kafka_sh_lines(args: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new("bash")
-        .arg(repo_root().join("scripts/kafka.sh"))
-        .args(args)
-        .output()
-        .expect("kafka.sh");
-    assert!(out.status.success(), "kafka.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
-}
-
-fn signal(pids: &[String], sig: &str) {
-    assert!(!pids.is_empty(), "no broker pids to signal");
-    let status = std::process::Command::new("kill").arg(format!("-{sig}")).args(pids).status().expect("kill");
-    assert!(status.success(), "kill -{sig} {pids:?}");
 }

@@ -211,7 +211,7 @@ const VALUE: usize = 200;
 fn a_frozen_target_holds_back_only_its_own_flow() {
     let _serial = one_at_a_time();
     let s = stand();
-    let frz = OwnCluster::start("flows-frz", 31092);
+    let frz = OwnCluster::start_to_freeze("flows-frz", 31092);
     let topic = unique("fan-out");
     create_topic(&s.east, &topic, 3, 1, &[]);
     let config = format!(

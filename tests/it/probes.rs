@@ -10,7 +10,7 @@ const WAIT: Duration = Duration::from_secs(120);
 #[test]
 fn readyz_names_the_flow_whose_target_is_frozen_while_healthz_stays_alive() {
     let s = stand();
-    let frz = OwnCluster::start("probe-frz", 17092);
+    let frz = OwnCluster::start_to_freeze("probe-frz", 17092);
     let topic = unique("probes");
     create_topic(&s.east, &topic, 1, 1, &[]);
     frz.freeze();

@@ -22,7 +22,7 @@ fn sigterm_with_a_frozen_target_returns_within_the_shutdown_timeout_and_a_restar
     let _serial = one_at_a_time();
     let s = stand();
     // A target of its own: freezing the shared us-west would stall the other tests.
-    let target = OwnCluster::start("sd-west", 32092);
+    let target = OwnCluster::start_to_freeze("sd-west", 32092);
     let topic = unique("shutdown");
     create_topic(&s.east, &topic, PARTITIONS, 1, &[]);
     let config = format!(

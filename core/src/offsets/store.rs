@@ -347,7 +347,8 @@ fn read_to(
     let mut moved = false;
     loop {
         if Instant::now() > deadline {
-            return Err(("reading", format!("not done within {}s", timeout.as_secs())));
+            let stable = reader.fetch_watermarks(topic, 0, Duration::from_secs(5)).ok().map(|(_, stable)| stable);
+            return Err(("reading", unfinished(timeout, topic, *next, high, stable)));
         }
         if abandon.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
             return Err(("reading", "given up: the flow is stopping".into()));
@@ -383,6 +384,28 @@ fn read_to(
     }
 }
 
+/// Why a read did not reach `high` within `timeout`: where it stood (`next`, `None` before its
+/// first record) and, when the last stable offset (`stable`, what a `read_committed` client is
+/// told the end is) stops short of `high`, the transaction that holds it there and how an
+/// operator ends one the cluster left hanging. A coordinator that finds no leader for a
+/// partition when it aborts a timed-out transaction (a single broker its controller fenced after
+/// a pause) skips that partition's marker, and the transaction stays open there for good.
+fn unfinished(timeout: Duration, topic: &str, next: Option<i64>, high: i64, stable: Option<i64>) -> String {
+    let stood = match next {
+        Some(next) => format!("stopped at offset {next}, short of the end at {high}"),
+        None => format!("stopped before its first record, short of the end at {high}"),
+    };
+    let held = match stable {
+        Some(stable) if stable < high => format!(
+            "; a transaction open at offset {stable} holds `read_committed` readers there: if it outlives its \
+             producer's transaction.timeout.ms, the cluster left it hanging; end it with `kafka-transactions.sh \
+             --bootstrap-server <servers> abort --topic {topic} --partition 0 --start-offset {stable}`"
+        ),
+        _ => String::new(),
+    };
+    format!("not done within {}s: {stood}{held}", timeout.as_secs())
+}
+
 fn read_error(alias: &str, topic: &str, what: &str, reason: String) -> ClusterError {
     ClusterError::Client { alias: alias.to_string(), what: format!("{what} {topic}"), reason }
 }
@@ -393,6 +416,27 @@ mod tests {
 
     fn run(upstream: i64, downstream: i64, len: i64) -> Run {
         Run { upstream: SourceOffset(upstream), downstream: TargetOffset(downstream), len }
+    }
+
+    #[test]
+    fn a_read_that_timed_out_says_where_it_stood_and_names_the_transaction_that_held_it() {
+        let t = Duration::from_secs(60);
+        let held = unfinished(t, "strait-offsets.a.internal", Some(120), 180, Some(120));
+        assert!(
+            held.starts_with(
+                "not done within 60s: stopped at offset 120, short of the end at 180; a transaction open at offset 120"
+            ),
+            "{held}"
+        );
+        assert!(held.ends_with("abort --topic strait-offsets.a.internal --partition 0 --start-offset 120`"), "{held}");
+        assert_eq!(
+            unfinished(t, "p", None, 5, Some(5)),
+            "not done within 60s: stopped before its first record, short of the end at 5"
+        );
+        assert_eq!(
+            unfinished(t, "p", Some(3), 5, None),
+            "not done within 60s: stopped at offset 3, short of the end at 5"
+        );
     }
 
     #[test]
