@@ -72,7 +72,7 @@ def main():
 
     contenders = {c for _, c in table}
     straits = [c for c in ("strait", "strait-wan") if c in contenders]
-    mm2s = [c for c in ("mm2", "mm2-wan") if c in contenders]
+    mm2s = [c for c in ("mm2", "mm2-stock", "mm2-wan") if c in contenders]
     print("| ratio | median | spread |\n|---|---|---|")
     for rtt in (r for r in rtts if r > 0):
         for s in straits:

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::kafka::Stand;
+use crate::kafka::{Across, Stand};
 use crate::spawn;
 
 /// Who replicates.
@@ -20,13 +20,19 @@ pub enum Contender {
     /// `strait run` with the default (WASM) policy and every default: offset syncs,
     /// checkpoints, group sync and heartbeats on.
     Strait,
-    /// strait with the WAN profile of docs/performance.md (4 MiB producer batches, a 64 MiB
-    /// producer queue); run only when `--only` names it.
+    /// strait with the WAN profile of docs/performance.md for the side across the link: 4 MiB
+    /// producer batches and a 64 MiB producer queue producing across, 10 MiB partition fetches
+    /// into a 64 MiB prefetch consuming across; run only when `--only` names it.
     #[value(name = "strait-wan")]
     #[serde(rename = "strait-wan")]
     StraitWan,
     /// MirrorMaker 2 from Maven Central, dedicated mode.
     Mm2,
+    /// MirrorMaker 2 with its clients' defaults (the bench's `mm2` sets 1 MB batches and 2000
+    /// records a poll); run only when `--only` names it.
+    #[value(name = "mm2-stock")]
+    #[serde(rename = "mm2-stock")]
+    Mm2Stock,
     /// MirrorMaker 2 with the tuning its documentation gives for distance and volume; run only
     /// when `--only` names it.
     #[value(name = "mm2-wan")]
@@ -45,6 +51,7 @@ impl Contender {
             Contender::Strait => "strait",
             Contender::StraitWan => "strait-wan",
             Contender::Mm2 => "mm2",
+            Contender::Mm2Stock => "mm2-stock",
             Contender::Mm2Wan => "mm2-wan",
             Contender::Passthrough => "passthrough",
         }
@@ -68,11 +75,21 @@ impl Contender {
                  16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
-            Contender::StraitWan => format!("{}; with the WAN profile: `{}`", Contender::Strait.settings(partitions, codec, strait_extra), STRAIT_WAN.replace('\n', "`, `")),
+            Contender::StraitWan => format!(
+                "{}; with the WAN profile for the side across the link, producing across: `{}`; consuming across: `{}`",
+                Contender::Strait.settings(partitions, codec, strait_extra),
+                STRAIT_WAN.replace('\n', "`, `"),
+                STRAIT_WAN_SOURCE.replace('\n', "`, `")
+            ),
             Contender::Mm2Wan => format!(
                 "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer; -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
                 Contender::Mm2.settings(partitions, codec, strait_extra),
                 MM2_WAN.replace('\n', "`, `").trim_end_matches(", `").trim_end_matches('`')
+            ),
+            Contender::Mm2Stock => format!(
+                "MirrorMaker 2 dedicated mode with its launcher's heap (-Xms256M -Xmx2G), tasks.max={partitions}, its clients' defaults (Kafka 4: producer batch.size=16384, linger.ms=5; \
+                 consumer max.poll.records=500, fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB) but producer compression.type={codec}, offset syncs and \
+                 checkpoints at their defaults, heartbeats on, sync.topic.acls.enabled=false"
             ),
             Contender::Mm2 => format!(
                 "MirrorMaker 2 dedicated mode with its launcher's heap (-Xms256M -Xmx2G), tasks.max={partitions}, producer linger.ms=5 batch.size=1000000 compression.type={codec} (acks=all, idempotent: \
@@ -96,6 +113,13 @@ impl Contender {
 const STRAIT_WAN: &str = "us-west.producer.batch.size = 4194304\nus-west.producer.message.max.bytes = 5242880\n\
     us-west.producer.queue.buffering.max.kbytes = 65536\nus-west.producer.queue.buffering.max.messages = 1000000";
 
+/// The WAN profile's lines for a source across the link, with `@SOURCE@` for the source alias:
+/// a partition's fetch brings 10 MiB and the prefetch holds 64 MiB, so the one fetch the
+/// consumer keeps in flight per source broker carries more per round trip (the bare loop, which
+/// fetches so, kept 0.86 of its loopback drain 100 ms away; strait's defaults 0.44).
+const STRAIT_WAN_SOURCE: &str =
+    "@SOURCE@.consumer.max.partition.fetch.bytes = 10485760\n@SOURCE@.consumer.queued.max.messages.kbytes = 65536";
+
 /// MM2's documented tuning for distance and volume, with `@SOURCE@` for the source alias: Kafka's
 /// documentation ("Datacenters") raises the clients' socket buffers for high-latency links, and
 /// Red Hat Streams' guide to MirrorMaker 2 with high volumes gives the batch, linger and fetch
@@ -103,6 +127,11 @@ const STRAIT_WAN: &str = "us-west.producer.batch.size = 4194304\nus-west.produce
 const MM2_WAN: &str = "us-west.producer.send.buffer.bytes = -1\n@SOURCE@.consumer.receive.buffer.bytes = -1\n\
 us-west.producer.batch.size = 327680\nus-west.producer.linger.ms = 100\n@SOURCE@.consumer.fetch.max.bytes = 52428800\n\
 @SOURCE@.consumer.max.partition.fetch.bytes = 1048576\n@SOURCE@.consumer.max.poll.records = 500\n";
+
+/// The batch and poll sizes the bench's `mm2` has always run with (and `mm2-wan` starts from).
+fn mm2_batches(alias: &str) -> String {
+    format!("us-west.producer.linger.ms = 5\nus-west.producer.batch.size = 1000000\n{alias}.consumer.max.poll.records = 2000\n")
+}
 
 /// A contender replicating.
 pub struct Running {
@@ -160,21 +189,29 @@ pub fn start(
         }
         Contender::Strait | Contender::StraitWan => {
             // `@SOURCE@` in a tried setting stands for this run's source alias.
-            let profile = if contender == Contender::StraitWan { format!("{STRAIT_WAN}\n") } else { String::new() };
+            let profile = match (contender, stand.across) {
+                (Contender::StraitWan, Some(Across::Source)) => {
+                    format!("{}\n", STRAIT_WAN_SOURCE.replace("@SOURCE@", &alias))
+                }
+                (Contender::StraitWan, _) => format!("{STRAIT_WAN}\n"),
+                _ => String::new(),
+            };
             let path = config(format!("{common}{}{profile}", stand.strait_extra.replace("@SOURCE@", &alias)))?;
             let (child, port) = spawn::strait(&bin("strait")?, &path, log)?;
             metrics_port = Some(port);
             (child, format!("{alias}.{source_topic}"))
         }
-        Contender::Mm2 | Contender::Mm2Wan => {
+        Contender::Mm2 | Contender::Mm2Stock | Contender::Mm2Wan => {
             // Later lines win in MM2's properties, so the WAN tuning replaces the bench's batch settings.
-            let tuning =
-                if contender == Contender::Mm2Wan { MM2_WAN.replace("@SOURCE@", &alias) } else { String::new() };
+            let tuning = match contender {
+                Contender::Mm2Stock => String::new(),
+                Contender::Mm2Wan => format!("{}{}", mm2_batches(&alias), MM2_WAN.replace("@SOURCE@", &alias)),
+                _ => mm2_batches(&alias),
+            };
             let path = config(format!(
                 "{common}tasks.max = {partitions}\ncheckpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n\
                  offset-syncs.topic.replication.factor = 1\noffset.storage.replication.factor = 1\nstatus.storage.replication.factor = 1\n\
-                 config.storage.replication.factor = 1\nus-west.producer.linger.ms = 5\nus-west.producer.batch.size = 1000000\n\
-                 {alias}.consumer.max.poll.records = 2000\nsync.topic.acls.enabled = false\n{tuning}"
+                 config.storage.replication.factor = 1\nsync.topic.acls.enabled = false\n{tuning}"
             ))?;
             let child = spawn::mm2(&stand.root, &path, log)?;
             (child, format!("{alias}.{source_topic}"))

@@ -63,6 +63,8 @@ pub struct Stand {
     pub strait_extra: String,
     /// What the backlog's values hold (`--data`).
     pub data: Data,
+    /// Which cluster is across the link, if one is.
+    pub across: Option<Across>,
 }
 
 impl Stand {
@@ -119,6 +121,7 @@ impl Stand {
             codec: "lz4".into(),
             strait_extra: String::new(),
             data: Data::Random,
+            across: link.map(|l| l.across),
         })
     }
 

@@ -127,7 +127,14 @@ impl Results {
         md += "\n| size | contender | records/s | MB/s | CPU s (drain) | records per CPU-s | peak RSS MiB | first record s | B to target per record | steady rate asked / achieved | p50 ms | p99 ms | p99.9 ms |\n";
         md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for s in &self.sizes {
-            for c in [Contender::Ceiling, Contender::Strait, Contender::StraitWan, Contender::Mm2, Contender::Mm2Wan] {
+            for c in [
+                Contender::Ceiling,
+                Contender::Strait,
+                Contender::StraitWan,
+                Contender::Mm2,
+                Contender::Mm2Stock,
+                Contender::Mm2Wan,
+            ] {
                 let (d, st) = (s.drain(c), s.steady_of(c));
                 if d.is_none() && st.is_none() {
                     continue;
