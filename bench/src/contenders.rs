@@ -58,7 +58,8 @@ impl Contender {
     }
 
     /// The settings it runs with, for the results file.
-    pub fn settings(self, partitions: i32, codec: &str, strait_extra: &[String]) -> String {
+    /// `across` is the side the WAN profile is for (`Stand::across`).
+    pub fn settings(self, partitions: i32, codec: &str, strait_extra: &[String], across: Across) -> String {
         let tried = if strait_extra.is_empty() {
             String::new()
         } else {
@@ -76,14 +77,21 @@ impl Contender {
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
             Contender::StraitWan => format!(
-                "{}; with the WAN profile for the side across the link, producing across: `{}`; consuming across: `{}`",
-                Contender::Strait.settings(partitions, codec, strait_extra),
-                STRAIT_WAN.replace('\n', "`, `"),
-                STRAIT_WAN_SOURCE.replace('\n', "`, `")
+                "{}; with the WAN profile for the {}: `{}`",
+                Contender::Strait.settings(partitions, codec, strait_extra, across),
+                match across {
+                    Across::Target => "target side (producing across)",
+                    Across::Source => "source side (consuming across)",
+                },
+                match across {
+                    Across::Target => STRAIT_WAN.to_string(),
+                    Across::Source => STRAIT_WAN_SOURCE.to_string(),
+                }
+                .replace('\n', "`, `")
             ),
             Contender::Mm2Wan => format!(
                 "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer; -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
-                Contender::Mm2.settings(partitions, codec, strait_extra),
+                Contender::Mm2.settings(partitions, codec, strait_extra, across),
                 MM2_WAN.replace('\n', "`, `").trim_end_matches(", `").trim_end_matches('`')
             ),
             Contender::Mm2Stock => format!(
@@ -190,10 +198,10 @@ pub fn start(
         Contender::Strait | Contender::StraitWan => {
             // `@SOURCE@` in a tried setting stands for this run's source alias.
             let profile = match (contender, stand.across) {
-                (Contender::StraitWan, Some(Across::Source)) => {
+                (Contender::StraitWan, Across::Source) => {
                     format!("{}\n", STRAIT_WAN_SOURCE.replace("@SOURCE@", &alias))
                 }
-                (Contender::StraitWan, _) => format!("{STRAIT_WAN}\n"),
+                (Contender::StraitWan, Across::Target) => format!("{STRAIT_WAN}\n"),
                 _ => String::new(),
             };
             let path = config(format!("{common}{}{profile}", stand.strait_extra.replace("@SOURCE@", &alias)))?;

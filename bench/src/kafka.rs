@@ -63,8 +63,9 @@ pub struct Stand {
     pub strait_extra: String,
     /// What the backlog's values hold (`--data`).
     pub data: Data,
-    /// Which cluster is across the link, if one is.
-    pub across: Option<Across>,
+    /// The side `--across` names: across the link when there is one; on loopback, the side
+    /// whose WAN profile `strait-wan` takes, so that a sweep's loopback runs compare like with like.
+    pub across: Across,
 }
 
 impl Stand {
@@ -121,7 +122,7 @@ impl Stand {
             codec: "lz4".into(),
             strait_extra: String::new(),
             data: Data::Random,
-            across: link.map(|l| l.across),
+            across: link.map_or(Across::Target, |l| l.across),
         })
     }
 

@@ -127,6 +127,7 @@ fn main() -> anyhow::Result<()> {
     let mut stand = kafka::Stand::start(&root, link)?;
     stand.codec = args.codec.clone();
     stand.data = args.data;
+    stand.across = args.across;
     stand.strait_extra = args.strait_extra.iter().map(|line| format!("{line}\n")).collect();
     // (record size, backlog records) and the steady run's length.
     let (sizes, default_seconds): (&[(usize, u64)], u64) = if args.quick {
@@ -251,7 +252,7 @@ fn main() -> anyhow::Result<()> {
         partitions: args.partitions,
         settings: contenders
             .iter()
-            .map(|c| (*c, c.settings(args.partitions, &args.codec, &args.strait_extra)))
+            .map(|c| (*c, c.settings(args.partitions, &args.codec, &args.strait_extra, args.across)))
             .collect(),
         sizes: results,
     };

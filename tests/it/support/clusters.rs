@@ -162,9 +162,15 @@ impl OwnCluster {
     /// A position transaction so left open on strait's position topic holds back every read of
     /// it for good: that tests Kafka, not strait's handling of a target that does not answer.
     pub fn start_to_freeze(name: &str, port: u16) -> Self {
+        Self::start_brokers_to_freeze(name, 1, port)
+    }
+
+    /// [`OwnCluster::start_to_freeze`] with `brokers` brokers, all of which a test freezes (its
+    /// one controller among them).
+    pub fn start_brokers_to_freeze(name: &str, brokers: u32, port: u16) -> Self {
         let bootstrap = last_line(&script_with_env(
             "kafka.sh",
-            &["start", "--fresh", name, "1", &port.to_string()],
+            &["start", "--fresh", name, &brokers.to_string(), &port.to_string()],
             &[("EXTRA_BROKER_PROPS", "broker.session.timeout.ms=300000")],
             "this test needs real Kafka",
         ));
