@@ -76,19 +76,17 @@ impl Contender {
                  16 MiB queue (100,000 records at most), acks=all, linger.ms=5, batches of 2000 records or 1 MiB, 2 batches per channel, WASM default policy, \
                  offset syncs, checkpoints and group offset sync every 5 s, heartbeats every 1 s{tried}"
             ),
-            Contender::StraitWan => format!(
-                "{}; with the WAN profile for the {}: `{}`",
-                Contender::Strait.settings(partitions, codec, strait_extra, across),
-                match across {
-                    Across::Target => "target side (producing across)",
-                    Across::Source => "source side (consuming across)",
-                },
-                match across {
-                    Across::Target => STRAIT_WAN.to_string(),
-                    Across::Source => STRAIT_WAN_SOURCE.to_string(),
-                }
-                .replace('\n', "`, `")
-            ),
+            Contender::StraitWan => {
+                let (side, profile) = match across {
+                    Across::Target => ("target side (producing across)", STRAIT_WAN),
+                    Across::Source => ("source side (consuming across)", STRAIT_WAN_SOURCE),
+                };
+                format!(
+                    "{}; with the WAN profile for the {side}: `{}`",
+                    Contender::Strait.settings(partitions, codec, strait_extra, across),
+                    profile.replace('\n', "`, `")
+                )
+            }
             Contender::Mm2Wan => format!(
                 "{}; with the tuning MM2's documentation gives for distance and volume: Kafka's (\"Datacenters\": larger socket buffers for producer and consumer; -1 here, the OS's autotuning) and Red Hat Streams' \"MirrorMaker 2 for high-volume messages\" (the producer's and consumer's settings, which replace the ones above): `{}`",
                 Contender::Mm2.settings(partitions, codec, strait_extra, across),

@@ -388,9 +388,9 @@ fn read_to(
 /// first record) and, when it stood at the last stable offset (`stable`, what a `read_committed`
 /// client is told the end is) and that stops short of `high`, the transaction that holds it there
 /// and how an operator ends one the cluster left hanging (a read short of `stable` was slow, not
-/// held). A coordinator that finds no leader for a
-/// partition when it aborts a timed-out transaction (a single broker its controller fenced after
-/// a pause) skips that partition's marker, and the transaction stays open there for good.
+/// held). A coordinator that finds no leader for a partition when it aborts a timed-out
+/// transaction (a single broker its controller fenced after a pause) skips that partition's
+/// marker, and the transaction stays open there for good.
 fn unfinished(timeout: Duration, topic: &str, next: Option<i64>, high: i64, stable: Option<i64>) -> String {
     let stood = match next {
         Some(next) => format!("stopped at offset {next}, short of the end at {high}"),
